@@ -1,0 +1,51 @@
+import pytest
+
+from commest.errors import LayoutError, ValidationError
+from commest.estimator.specs import LayoutSpec, ModelSpec, TrainingSpec, validate_layout
+
+GPT3_175B = ModelSpec(
+    num_layers=96, hidden_size=12288, num_attention_heads=96, seq_length=2048, vocab_size=51200
+)
+
+
+def test_heads_not_divisible_by_tensor_names_field_value_and_rule() -> None:
+    with pytest.raises(LayoutError) as err:
+        validate_layout(
+            GPT3_175B,
+            TrainingSpec(global_batch_size=1536),
+            LayoutSpec(pipeline=8, tensor=7, data=1),
+            8,
+        )
+    assert err.value.field == "layout.tensor"
+    assert err.value.value == 7
+    assert "num_attention_heads=96" in err.value.rule
+
+
+def test_global_batch_not_divisible_by_b_times_d_is_refused() -> None:
+    with pytest.raises(LayoutError, match="divisible by micro_batch_size·data"):
+        validate_layout(
+            GPT3_175B,
+            TrainingSpec(global_batch_size=1000, micro_batch_size=1),
+            LayoutSpec(pipeline=8, tensor=8, data=24),
+            8,
+        )
+
+
+def test_interleaving_needs_micro_batches_multiple_of_pipeline() -> None:
+    with pytest.raises(LayoutError, match="multiple of pipeline"):
+        validate_layout(
+            GPT3_175B,
+            TrainingSpec(global_batch_size=36),
+            LayoutSpec(pipeline=8, tensor=8, data=3, virtual_stages=2),
+            8,
+        )
+
+
+def test_unknown_precision_lists_the_choices() -> None:
+    with pytest.raises(ValidationError, match="fp16"):
+        TrainingSpec(global_batch_size=8, precision="fp12")  # type: ignore[arg-type]
+
+
+def test_zero_layers_is_refused() -> None:
+    with pytest.raises(ValidationError, match="model.num_layers"):
+        ModelSpec(num_layers=0, hidden_size=8, num_attention_heads=1, seq_length=8, vocab_size=8)
