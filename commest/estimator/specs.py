@@ -6,6 +6,7 @@ naming the field, the value and the rule; nothing is rounded or fixed silently.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -206,6 +207,7 @@ class TrainingSpec:
 RANK_DIMS = ("tp", "cp", "dp", "pp")
 
 
+@functools.lru_cache(maxsize=64)
 def parse_rank_order(order: str) -> tuple[str, ...]:
     """``tp-dp-pp`` -> ("tp", "cp", "dp", "pp"); cp, when not named, sits right after tp."""
     parts = tuple(p.strip().lower() for p in order.replace(",", "-").split("-") if p.strip())

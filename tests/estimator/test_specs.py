@@ -47,5 +47,5 @@ def test_unknown_precision_lists_the_choices() -> None:
 
 
 def test_zero_layers_is_refused() -> None:
-    with pytest.raises(ValidationError, match="model.num_layers"):
+    with pytest.raises(ValidationError, match=r"model\.num_layers"):
         ModelSpec(num_layers=0, hidden_size=8, num_attention_heads=1, seq_length=8, vocab_size=8)

@@ -1,0 +1,340 @@
+"""Formula tests (hand-computed from DESIGN.md §4) and golden tests (published figures)."""
+
+import math
+
+import pytest
+
+from commest.estimator import (
+    ClusterSpec,
+    Fidelity,
+    FixedBandwidth,
+    LayoutSpec,
+    ModelSpec,
+    Recompute,
+    Scenario,
+    TrainingSpec,
+    estimate,
+    estimate_traffic,
+    megatron_iteration_flops,
+    megatron_parameters,
+)
+from commest.estimator.bandwidth import Collective, TrafficKind
+
+EXACT = 1e-12  # relative: the same arithmetic in a different order
+
+
+def test_paper_fidelity_reproduces_the_seed_formulas_by_hand(gpt3, training, cluster) -> None:
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+    e = estimate(Scenario(gpt3, training, layout, cluster, fidelity=Fidelity.PAPER))
+    p, t, d, b, s, h, l = 8, 8, 24, 1, 2048, 12288, 96
+    m = 1536 / (b * d)
+    n = megatron_parameters(gpt3)
+    comp_mb = 8 * n / (p * t) * b * s / (0.5 * 312e12)
+    tp_mb = (l / p) * 4 * (2 * (t - 1) / t * 2 * b * s * h) / 200e9
+    pp_mb = 2 * 2 * b * s * h / 20e9
+    dp = 2 * (d - 1) / d * 2 * n / (p * t) / 20e9
+    bubble = (p - 1) * (comp_mb + tp_mb + pp_mb)
+    bd = e.breakdown
+    assert bd.compute_s == pytest.approx(m * comp_mb, rel=EXACT)
+    assert bd.tp_s == pytest.approx(m * tp_mb, rel=EXACT)
+    assert bd.pp_s == pytest.approx(m * pp_mb, rel=EXACT)
+    assert bd.dp_s == pytest.approx(dp, rel=EXACT)
+    assert bd.bubble_s == pytest.approx(bubble, rel=EXACT)
+    assert bd.embedding_sync_s == 0.0 and bd.expert_s == 0.0
+    assert e.iteration_time_s == pytest.approx(
+        m * (comp_mb + tp_mb + pp_mb) + dp + bubble, rel=EXACT
+    )
+
+
+def test_paper_fidelity_without_recompute_uses_six_flops_per_parameter(gpt3, cluster) -> None:
+    tr = TrainingSpec(global_batch_size=1536, recompute=Recompute.NONE)
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+    full = estimate(
+        Scenario(gpt3, TrainingSpec(global_batch_size=1536), layout, cluster, fidelity="paper")
+    )
+    none = estimate(Scenario(gpt3, tr, layout, cluster, fidelity="paper"))
+    assert none.breakdown.compute_s / full.breakdown.compute_s == pytest.approx(6 / 8, rel=EXACT)
+
+
+def test_iteration_time_is_the_sum_of_the_named_terms(gpt3, training, cluster) -> None:
+    e = estimate(Scenario(gpt3, training, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
+    assert e.iteration_time_s == sum(e.breakdown.as_dict().values())
+    assert set(e.breakdown.as_dict()) >= {
+        "compute",
+        "tp",
+        "pp",
+        "dp",
+        "bubble",
+        "embedding_sync",
+        "expert",
+    }
+
+
+def test_megatron_eq3_equals_detailed_hardware_flops_with_full_recompute(gpt3) -> None:
+    # Megatron-LM SC21 eq. 3: F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); our per-layer count
+    # with full recompute (4 forwards of each layer, 3 of the logit layer) is the same sum.
+    cluster = ClusterSpec(
+        gpus_per_node=8, peak_flops=312e12, utilization=0.5, bandwidth=FixedBandwidth(200, 20, 20)
+    )
+    e = estimate(
+        Scenario(
+            gpt3,
+            TrainingSpec(global_batch_size=1536),
+            LayoutSpec(pipeline=8, tensor=8, data=24),
+            cluster,
+        )
+    )
+    assert e.hardware_flops == pytest.approx(megatron_iteration_flops(gpt3, 1536), rel=EXACT)
+
+
+# Megatron-LM SC21 Table 1: (published parameters in billions, heads, hidden, layers);
+# s = 2048, V = 51200. Published values are rounded to 0.1 B.
+SC21_TABLE1 = [
+    (1.7, 24, 2304, 24),
+    (3.6, 32, 3072, 30),
+    (7.5, 32, 4096, 36),
+    (18.4, 48, 6144, 40),
+    (39.1, 64, 8192, 48),
+    (76.1, 80, 10240, 60),
+    (145.6, 96, 12288, 80),
+    (310.1, 128, 16384, 96),
+    (529.6, 128, 20480, 105),
+    (1008.0, 160, 25600, 128),
+]
+TABLE1_ROUNDING_B = 0.05
+
+
+@pytest.mark.parametrize(("published_b", "heads", "hidden", "layers"), SC21_TABLE1)
+def test_megatron_eq2_reproduces_sc21_table1_parameter_counts(
+    published_b, heads, hidden, layers
+) -> None:
+    model = ModelSpec(
+        num_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        seq_length=2048,
+        vocab_size=51200,
+    )
+    assert abs(megatron_parameters(model) / 1e9 - published_b) <= TABLE1_ROUNDING_B
+
+
+def test_layer_shapes_count_the_same_parameters_as_eq2(gpt3) -> None:
+    from commest.estimator.flops import model_parameters
+
+    # eq. 2 counts tied embeddings once and no final layernorm: 2h apart.
+    assert model_parameters(gpt3) - megatron_parameters(gpt3) == pytest.approx(2 * 12288)
+
+
+def test_bubble_ratio_is_p_minus_1_over_p_minus_1_plus_m_without_tp_and_dp() -> None:
+    model = ModelSpec(
+        num_layers=24, hidden_size=1024, num_attention_heads=16, seq_length=1024, vocab_size=51200
+    )
+    cluster = ClusterSpec(
+        gpus_per_node=8, peak_flops=125e12, utilization=0.4, bandwidth=FixedBandwidth(100, 10, 10)
+    )
+    e = estimate(
+        Scenario(
+            model,
+            TrainingSpec(global_batch_size=32),
+            LayoutSpec(pipeline=4, tensor=1, data=1),
+            cluster,
+            fidelity="paper",
+        )
+    )
+    p, m = 4, 32
+    assert e.bubble_ratio == pytest.approx((p - 1) / (p - 1 + m), rel=EXACT)
+
+
+def test_detailed_full_recompute_replays_two_tp_all_reduces_per_layer(gpt3, cluster) -> None:
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+    full = estimate(Scenario(gpt3, TrainingSpec(global_batch_size=1536), layout, cluster))
+    none = estimate(
+        Scenario(gpt3, TrainingSpec(global_batch_size=1536, recompute="none"), layout, cluster)
+    )
+    calls_full = next(
+        c for c in full.collectives if c.kind is TrafficKind.TP and c.op is Collective.ALL_REDUCE
+    ).calls_per_iteration
+    calls_none = next(
+        c for c in none.collectives if c.kind is TrafficKind.TP and c.op is Collective.ALL_REDUCE
+    ).calls_per_iteration
+    m, layers_per_stage = 64, 12
+    assert calls_full == m * (layers_per_stage * 6 + 1)
+    assert calls_none == m * (layers_per_stage * 4 + 1)
+
+
+def test_sequence_parallel_splits_each_all_reduce_into_reduce_scatter_and_all_gather(
+    gpt3, cluster
+) -> None:
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24, sequence_parallel=True)
+    e = estimate(Scenario(gpt3, TrainingSpec(global_batch_size=1536), layout, cluster))
+    ops = {c.op for c in e.collectives if c.kind is TrafficKind.TP and c.term == "tp"}
+    assert ops == {Collective.REDUCE_SCATTER, Collective.ALL_GATHER}
+    # Same bus volume as the all-reduce: (t-1)/t·S twice = 2(t-1)/t·S.
+    rs_ag = sum(c.bytes_per_iteration for c in e.collectives if c.term == "tp")
+    plain = estimate(
+        Scenario(
+            gpt3,
+            TrainingSpec(global_batch_size=1536),
+            LayoutSpec(pipeline=8, tensor=8, data=24),
+            cluster,
+        )
+    )
+    ar = sum(c.bytes_per_iteration for c in plain.collectives if c.term == "tp")
+    assert rs_ag == pytest.approx(ar, rel=EXACT)
+
+
+def test_zero1_reduce_scatter_and_all_gather_move_the_same_gradient_volume(gpt3, cluster) -> None:
+    tr = TrainingSpec(global_batch_size=1536, precision="bf16")
+    plain = estimate(Scenario(gpt3, tr, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
+    zero1 = estimate(
+        Scenario(gpt3, tr, LayoutSpec(pipeline=8, tensor=8, data=24, zero_stage=1), cluster)
+    )
+    assert zero1.breakdown.dp_s == pytest.approx(plain.breakdown.dp_s, rel=EXACT)
+    assert zero1.memory.optimizer_bytes == pytest.approx(
+        plain.memory.optimizer_bytes / 24, rel=EXACT
+    )
+
+
+def test_dp_overlap_hides_gradient_reduction_but_not_link_time(gpt3, training, cluster) -> None:
+    base = LayoutSpec(pipeline=8, tensor=8, data=24)
+    hidden = LayoutSpec(pipeline=8, tensor=8, data=24, overlap_dp=True)
+    a = estimate(Scenario(gpt3, training, base, cluster))
+    b = estimate(Scenario(gpt3, training, hidden, cluster))
+    assert b.link_s["dp"] == a.link_s["dp"]
+    assert b.breakdown.dp_s < a.breakdown.dp_s
+
+
+def test_tied_embeddings_sync_between_first_and_last_stage(gpt3, training, cluster) -> None:
+    e = estimate(Scenario(gpt3, training, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
+    sync = [c for c in e.collectives if c.kind is TrafficKind.EMBEDDING_SYNC]
+    assert len(sync) == 1 and sync[0].ranks == 2
+    assert sync[0].size_bytes == 2 * 51200 * 12288 / 8
+    untied = ModelSpec(
+        num_layers=96,
+        hidden_size=12288,
+        num_attention_heads=96,
+        seq_length=2048,
+        vocab_size=51200,
+        tied_embeddings=False,
+    )
+    e2 = estimate(Scenario(untied, training, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
+    assert e2.breakdown.embedding_sync_s == 0.0
+
+
+def test_moe_expert_parallel_adds_all_to_all_time() -> None:
+    moe = ModelSpec(
+        num_layers=32,
+        hidden_size=4096,
+        num_attention_heads=32,
+        seq_length=4096,
+        vocab_size=32000,
+        ffn_hidden_size=14336,
+        swiglu=True,
+        num_query_groups=8,
+        moe_num_experts=8,
+        moe_top_k=2,
+    )
+    cluster = ClusterSpec(
+        gpus_per_node=8, peak_flops=989e12, utilization=0.4, bandwidth=FixedBandwidth(400, 50, 50)
+    )
+    e = estimate(
+        Scenario(
+            moe,
+            TrainingSpec(global_batch_size=256, precision="bf16"),
+            LayoutSpec(pipeline=1, tensor=1, data=64, expert_parallel=8),
+            cluster,
+        )
+    )
+    a2a = [c for c in e.collectives if c.op is Collective.ALLTOALL]
+    assert a2a and all(c.ranks == 8 for c in a2a)
+    assert e.breakdown.expert_s > 0.0
+    # 2 forward + 2 backward + 2 replayed all-to-alls per MoE layer and micro-batch.
+    assert a2a[0].calls_per_iteration == 256 / 64 * 32 * 6
+
+
+def test_memory_matches_korthikanti_table2_with_sequence_parallel_no_recompute() -> None:
+    # Korthikanti et al. 2022, Table 2: activations per layer = s·b·h/t·(34 + 5·a·s/h)
+    # with tensor + sequence parallelism and no recompute; first stage holds p micro-batches.
+    model = ModelSpec(
+        num_layers=96, hidden_size=12288, num_attention_heads=96, seq_length=2048, vocab_size=51200
+    )
+    cluster = ClusterSpec(
+        gpus_per_node=8,
+        peak_flops=312e12,
+        utilization=0.5,
+        bandwidth=FixedBandwidth(200, 20, 20),
+        gpu_memory_bytes=80e9,
+    )
+    tr = TrainingSpec(global_batch_size=64, recompute="none")
+    e = estimate(
+        Scenario(
+            model, tr, LayoutSpec(pipeline=8, tensor=8, data=1, sequence_parallel=True), cluster
+        )
+    )
+    s, b, h, a, t, l = 2048, 1, 12288, 96, 8, 96
+    per_layer = s * b * h / t * (34 + 5 * a * s / h)
+    assert e.memory.activations_bytes == pytest.approx(per_layer * l, rel=EXACT)
+    assert e.memory.fits is (e.memory.total_bytes <= 80e9)
+
+
+def test_full_recompute_keeps_only_layer_inputs(gpt3, cluster) -> None:
+    e = estimate(
+        Scenario(
+            gpt3,
+            TrainingSpec(global_batch_size=1536),
+            LayoutSpec(pipeline=8, tensor=8, data=24),
+            cluster,
+        )
+    )
+    assert e.memory.activations_bytes == pytest.approx(2 * 2048 * 12288 * 96, rel=EXACT)
+
+
+def test_throughput_counts_tokens_and_flops(gpt3, training, cluster) -> None:
+    e = estimate(Scenario(gpt3, training, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
+    assert e.throughput.tokens_per_s == pytest.approx(1536 * 2048 / e.iteration_time_s)
+    assert e.throughput.hfu > e.throughput.mfu > 0
+    assert e.throughput.hardware_tflops_per_gpu == pytest.approx(
+        megatron_iteration_flops(gpt3, 1536) / (e.iteration_time_s * 1536) / 1e12, rel=1e-9
+    )
+
+
+def test_collectives_report_what_the_provider_was_asked(gpt3, training, cluster) -> None:
+    e = estimate(Scenario(gpt3, training, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
+    dp = next(c for c in e.collectives if c.kind is TrafficKind.DP)
+    assert (dp.ranks, dp.nodes, dp.method) == (24, 24, "fixed")
+    tp = next(c for c in e.collectives if c.kind is TrafficKind.TP)
+    assert (tp.ranks, tp.nodes, tp.busbw_gbps) == (8, 1, 200.0)
+    assert all(c.source for c in e.collectives)
+
+
+def test_traffic_matrix_rows_sum_to_the_estimate_volume_without_pipeline(cluster) -> None:
+    model = ModelSpec(
+        num_layers=24, hidden_size=2048, num_attention_heads=16, seq_length=2048, vocab_size=51200
+    )
+    e = estimate(
+        Scenario(
+            model,
+            TrainingSpec(global_batch_size=64),
+            LayoutSpec(pipeline=1, tensor=4, data=8),
+            cluster,
+        )
+    )
+    rows = estimate_traffic(e).row_sums()
+    assert len(rows) == 32
+    assert rows == pytest.approx([sum(e.traffic_bytes.values())] * 32, rel=EXACT)
+
+
+def test_assumptions_name_every_refinement(gpt3, training, cluster) -> None:
+    layout = LayoutSpec(
+        pipeline=8,
+        tensor=8,
+        data=24,
+        virtual_stages=2,
+        sequence_parallel=True,
+        zero_stage=1,
+        overlap_dp=True,
+    )
+    text = " ".join(estimate(Scenario(gpt3, training, layout, cluster)).assumptions)
+    for word in ("interleaved", "sequence parallel", "ZeRO-1", "DP overlap", "tied"):
+        assert word in text
+    assert not math.isnan(estimate(Scenario(gpt3, training, layout, cluster)).iteration_time_s)

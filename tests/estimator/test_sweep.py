@@ -1,0 +1,107 @@
+"""The vectorised path equals the single-estimate path exactly; plans rank and filter."""
+
+import numpy as np
+import pytest
+
+from commest.errors import LimitError
+from commest.estimator import (
+    TERMS,
+    Fidelity,
+    LayoutArrays,
+    LayoutSpec,
+    Scenario,
+    TrainingSpec,
+    enumerate_layouts,
+    estimate,
+    evaluate_layouts,
+    plan,
+)
+
+RECOMPUTE = {0.0: "none", 1.0: "selective", 2.0: "full"}
+
+
+def _scenario(model, cluster, gb, row, fidelity):
+    return Scenario(
+        model,
+        TrainingSpec(
+            global_batch_size=gb,
+            micro_batch_size=int(row["b"]),
+            recompute=RECOMPUTE[row["recompute"]],
+        ),
+        LayoutSpec(
+            pipeline=int(row["p"]),
+            tensor=int(row["t"]),
+            data=int(row["d"]),
+            virtual_stages=int(row["v"]),
+            sequence_parallel=bool(row["sp"]),
+            zero_stage=int(row["zero"]),
+            scatter_gather=bool(row["sg"]),
+            overlap_dp=bool(row["overlap_dp"]),
+            overlap_tp=bool(row["overlap_tp"]),
+        ),
+        cluster,
+        fidelity=fidelity,
+    )
+
+
+@pytest.mark.parametrize("fidelity", [Fidelity.PAPER, Fidelity.DETAILED])
+def test_vectorised_sweep_equals_single_estimates_bit_for_bit(
+    gpt3, training, cluster, fidelity
+) -> None:
+    layouts = enumerate_layouts(gpt3, training, 1536, zero_stages=(0, 1, 2, 3))
+    rng = np.random.default_rng(7)
+    cols = dict(layouts.columns)
+    cols["sg"] = rng.integers(0, 2, len(layouts)).astype(float)
+    cols["overlap_dp"] = rng.integers(0, 2, len(layouts)).astype(float)
+    cols["overlap_tp"] = rng.integers(0, 2, len(layouts)).astype(float)
+    layouts = LayoutArrays(cols)
+    sweep = evaluate_layouts(gpt3, training, cluster, layouts, fidelity=fidelity)
+    for i in rng.choice(len(layouts), 300, replace=False):
+        row = {k: v[i] for k, v in layouts.columns.items()}
+        single = estimate(_scenario(gpt3, cluster, 1536, row, fidelity))
+        for name in TERMS:
+            assert single.breakdown.as_dict()[name] == sweep.terms[name][i], (name, row)
+        assert single.iteration_time_s == sweep.iteration_s[i]
+        assert single.memory.total_bytes == sweep.memory_bytes[i]
+        assert bool(single.memory.fits) == bool(sweep.fits[i])
+
+
+def test_enumerated_layouts_all_pass_validation(gpt3, training, cluster) -> None:
+    layouts = enumerate_layouts(gpt3, training, 1536)
+    assert len(layouts) > 1000
+    c = layouts.columns
+    assert np.all(c["p"] * c["t"] * c["d"] == 1536)
+    assert np.all(1536 % (c["b"] * c["d"]) == 0)
+    assert np.all(96 % (c["p"] * c["v"]) == 0)
+    m = 1536 / (c["b"] * c["d"])
+    assert np.all((c["v"] == 1) | (m % c["p"] == 0))
+    assert np.all(96 % c["t"] == 0)
+
+
+def test_plan_ranks_feasible_layouts_first_by_iteration_time(gpt3, training, cluster) -> None:
+    result = plan(gpt3, training, cluster, 1536)
+    times = result.result.iteration_s[result.order]
+    fits = result.result.fits[result.order]
+    assert result.evaluated == len(result.result.layouts)
+    assert result.feasible == int(fits.sum())
+    assert 0 < result.feasible < result.evaluated
+    assert np.all(fits[: result.feasible]) and not np.any(fits[result.feasible :])
+    assert np.all(np.diff(times[: result.feasible]) >= 0)
+
+
+def test_plan_can_drop_layouts_that_do_not_fit(gpt3, training, cluster) -> None:
+    result = plan(gpt3, training, cluster, 1536, drop_infeasible=True)
+    assert len(result.order) == result.feasible
+    assert np.all(result.result.fits[result.order])
+
+
+def test_layout_space_beyond_the_cap_is_refused_before_evaluating(gpt3, training) -> None:
+    with pytest.raises(LimitError, match="cap"):
+        enumerate_layouts(gpt3, training, 1536, max_layouts=10)
+
+
+def test_gpu_count_must_be_positive(gpt3, training) -> None:
+    from commest.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="gpus"):
+        enumerate_layouts(gpt3, training, 0)
