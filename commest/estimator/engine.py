@@ -159,6 +159,8 @@ def run_kernel(scenario: Scenario) -> KernelResult:
         fidelity=scenario.fidelity,
         rank_order=scenario.layout.rank_order,
         gpu_memory_bytes=c.gpu_memory_bytes,
+        memory_bandwidth_gbps=c.memory_bandwidth_gbps,
+        memory_traffic_factor=c.memory_traffic_factor,
     )
 
 
@@ -269,6 +271,15 @@ def assumptions(scenario: Scenario) -> list[str]:
             "Korthikanti et al. 2022 Table 2 on the first stage with min(p, m) micro-batches "
             "in flight",
         ]
+        c = scenario.cluster
+        if c.memory_traffic_factor > 0 and c.memory_bandwidth_gbps:
+            out.append(
+                "compute time = FLOPs/(u·F) + γ·element-wise bytes/HBM bandwidth (roofline "
+                f"refinement; γ={c.memory_traffic_factor:g}, HBM {c.memory_bandwidth_gbps:g} "
+                "GB/s; bytes per Korthikanti et al. 2022 Table 2)"
+            )
+        else:
+            out.append("compute time = FLOPs/(u·F): the paper's scalar utilization")
         if lay.sequence_parallel and lay.tensor > 1:
             out.append("sequence parallel: each TP all-reduce is a reduce-scatter + all-gather")
         if lay.scatter_gather and lay.tensor > 1 and lay.pipeline > 1:

@@ -173,6 +173,8 @@ def evaluate(
     fidelity: Fidelity,
     rank_order: str = "tp-dp-pp",
     gpu_memory_bytes: float | None = None,
+    memory_bandwidth_gbps: float | None = None,
+    memory_traffic_factor: float = 0.0,
 ) -> KernelResult:
     """All terms of DESIGN.md §4 for the layouts in ``lay`` (scalars or arrays)."""
     paper = fidelity is Fidelity.PAPER
@@ -373,6 +375,21 @@ def evaluate(
 
     u = utilization
     compute_mb = flops_mb / (u * peak_flops)
+    if not paper and memory_traffic_factor > 0.0 and memory_bandwidth_gbps:
+        # Roofline refinement: element-wise passes move γ · activation bytes through HBM;
+        # per layer s·b·h·(10 + 24/t) (SP: 34/t) plus the attention part 5·a·s/h/t
+        # (Korthikanti et al. 2022 Table 2), scaled to β bytes; 3 passes (+1 replayed).
+        sbh = b * (s / cp) * h
+        linear = _where(sp, 34.0 / t, 10.0 + 24.0 / t) * sbh
+        attention = 5.0 * float(model.num_attention_heads) * s / h / t * sbh
+        passes = 3.0 + full
+        elementwise_bytes = (
+            memory_traffic_factor
+            * (beta / 2.0)
+            * (l / p)
+            * (passes * linear + (passes + selective) * attention)
+        )
+        compute_mb = compute_mb + elementwise_bytes / (memory_bandwidth_gbps * 1e9)
 
     # Ask the provider once per call; groups of one rank ask for 2 (their factor is 0).
     per_mb: dict[str, Num] = {k.value: 0.0 for k in TrafficKind}

@@ -48,6 +48,7 @@ class GpuPreset:
     memory_bytes: float
     peak_flops: dict[Precision, float]  # dense (no sparsity), FLOP/s
     source: str
+    memory_bandwidth_gbps: float | None = None  # HBM/GDDR, GB/s (10^9), datasheet
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +346,7 @@ GPU_PRESETS: dict[str, GpuPreset] = {
     for p in (
         GpuPreset(
             key="v100-sxm2-32gb",
+            memory_bandwidth_gbps=900.0,  # V100 datasheet: 900 GB/s HBM2
             name="NVIDIA Tesla V100 SXM2 32GB",
             memory_bytes=32 * _GB,
             # V100 datasheet, SXM2 column: single precision 15.7 TFLOPS, deep learning (tensor,
@@ -356,6 +358,7 @@ GPU_PRESETS: dict[str, GpuPreset] = {
         ),
         GpuPreset(
             key="a100-sxm4-40gb",
+            memory_bandwidth_gbps=1555.0,  # A100 datasheet: 1,555 GB/s (40 GB HBM2)
             name="NVIDIA A100 SXM4 40GB",
             memory_bytes=40 * _GB,
             peak_flops=dict(_A100_FLOPS),
@@ -363,6 +366,7 @@ GPU_PRESETS: dict[str, GpuPreset] = {
         ),
         GpuPreset(
             key="a100-sxm4-80gb",
+            memory_bandwidth_gbps=2039.0,  # A100 datasheet: 2,039 GB/s (80 GB HBM2e SXM)
             name="NVIDIA A100 SXM4 80GB",
             memory_bytes=80 * _GB,
             peak_flops=dict(_A100_FLOPS),
@@ -370,6 +374,7 @@ GPU_PRESETS: dict[str, GpuPreset] = {
         ),
         GpuPreset(
             key="h100-sxm5-80gb",
+            memory_bandwidth_gbps=3350.0,  # H100 datasheet: 3.35 TB/s (SXM)
             name="NVIDIA H100 SXM5 80GB",
             memory_bytes=80 * _GB,
             peak_flops=dict(_HOPPER_FLOPS),
@@ -377,6 +382,7 @@ GPU_PRESETS: dict[str, GpuPreset] = {
         ),
         GpuPreset(
             key="h200-sxm-141gb",
+            memory_bandwidth_gbps=4800.0,  # H200 datasheet: 4.8 TB/s
             name="NVIDIA H200 SXM 141GB",
             memory_bytes=141 * _GB,
             # H200 datasheet: same tensor-core rates as H100 SXM (FP8 3,958*, BF16 1,979*, ...),
@@ -386,6 +392,7 @@ GPU_PRESETS: dict[str, GpuPreset] = {
         ),
         GpuPreset(
             key="rtx-3090",
+            memory_bandwidth_gbps=936.0,  # GeForce RTX 3090 specifications: 936 GB/s GDDR6X
             name="NVIDIA GeForce RTX 3090",
             memory_bytes=24 * _GB,
             # NVIDIA Ampere GA102 GPU Architecture whitepaper, Appendix A (GeForce RTX 3090):

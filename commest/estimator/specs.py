@@ -285,9 +285,29 @@ class ClusterSpec:
     bandwidth: BandwidthProvider
     gpu_memory_bytes: float | None = None
     name: str | None = None
+    # Roofline refinement of the compute time (detailed fidelity): element-wise work
+    # (layernorm, softmax, dropout, GeLU) moves γ · (Korthikanti activation bytes) through
+    # HBM per pass. γ = 0 (the default) is the paper's pure-FLOP model.
+    memory_bandwidth_gbps: float | None = None
+    memory_traffic_factor: float = 0.0
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
+        if self.memory_bandwidth_gbps is not None:
+            _positive_float("cluster.memory_bandwidth_gbps", self.memory_bandwidth_gbps)
+        if not (math.isfinite(self.memory_traffic_factor) and self.memory_traffic_factor >= 0):
+            raise ValidationError(
+                "cluster.memory_traffic_factor",
+                self.memory_traffic_factor,
+                "must be a finite number >= 0",
+            )
+        if self.memory_traffic_factor > 0 and self.memory_bandwidth_gbps is None:
+            raise ValidationError(
+                "cluster.memory_bandwidth_gbps",
+                None,
+                "is needed when memory_traffic_factor > 0",
+                hint="give the GPU's HBM bandwidth or a gpu preset",
+            )
         _positive_float("cluster.peak_flops", self.peak_flops)
         _positive_float("cluster.utilization", self.utilization)
         if self.utilization > 1:

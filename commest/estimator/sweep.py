@@ -112,6 +112,8 @@ def evaluate_layouts(
         fidelity=fidelity,
         rank_order=rank_order,
         gpu_memory_bytes=cluster.gpu_memory_bytes,
+        memory_bandwidth_gbps=cluster.memory_bandwidth_gbps,
+        memory_traffic_factor=cluster.memory_traffic_factor,
     )
     n = len(layouts)
     terms = {
