@@ -1,0 +1,1 @@
+"""Alembic environment and revisions of the profiles database (shipped inside the package)."""

@@ -1,0 +1,224 @@
+"""SQLAlchemy models of the profiles database (the schema the migrations create).
+
+The migrations in ``commest/migrations/versions`` are the only way the schema is made;
+``tests/profiles/test_migrations.py`` checks that these models and the migrations agree.
+Timestamps are timezone-aware UTC on every backend (:class:`UTCDateTime`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+NAME_LENGTH = 64
+UTILIZATION_SOURCES = ("given", "fitted")
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored as UTC and always read back timezone-aware (SQLite drops tzinfo)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: commest stores timezone-aware UTC timestamps")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a constraint naming convention the migrations share."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Profile(Base):
+    """One cluster: its GPUs, peak FLOP/s, utilization, and the benchmark runs uploaded for it."""
+
+    __tablename__ = "profiles"
+    __table_args__ = (
+        CheckConstraint(
+            "utilization_source IS NULL OR utilization_source IN ('given', 'fitted')",
+            name="utilization_source",
+        ),
+        CheckConstraint("gpus_per_node >= 1", name="gpus_per_node_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    gpu_model: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    gpus_per_node: Mapped[int] = mapped_column(Integer)
+    peak_tflops: Mapped[float | None] = mapped_column(Float)  # training dtype, TFLOP/s
+    # {dtype: TFLOP/s}, e.g. {"bf16": 312.0, "fp32": 19.5}; column name kept from the schema
+    peak_tflops_by_dtype: Mapped[dict[str, float] | None] = mapped_column("peak_flops_json", JSON)
+    gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    utilization: Mapped[float | None] = mapped_column(Float)
+    utilization_source: Mapped[str | None] = mapped_column(String(16))
+    description: Mapped[str] = mapped_column(Text, default="")
+    nominal: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    uploads: Mapped[list[Upload]] = relationship(
+        back_populates="profile", cascade="all, delete-orphan", passive_deletes=True
+    )
+    runs: Mapped[list[Run]] = relationship(
+        back_populates="profile",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        overlaps="upload,runs",
+    )
+    calibrations: Mapped[list[Calibration]] = relationship(
+        back_populates="profile", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Upload(Base):
+    """One uploaded benchmark text, kept verbatim; stored once per profile (by SHA-256)."""
+
+    __tablename__ = "uploads"
+    __table_args__ = (UniqueConstraint("profile_id", "sha256"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id", ondelete="CASCADE"))
+    sha256: Mapped[str] = mapped_column(String(64))
+    raw_text: Mapped[str] = mapped_column(Text)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    profile: Mapped[Profile] = relationship(back_populates="uploads")
+    runs: Mapped[list[Run]] = relationship(
+        back_populates="upload",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="Run.table_index",
+        overlaps="runs,profile",
+    )
+
+
+class Run(Base):
+    """One benchmark table: a collective at one scale, with its latency-bandwidth fit."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index(None, "profile_id", "collective", "ranks", "nodes"),
+        Index(None, "upload_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    upload_id: Mapped[int] = mapped_column(ForeignKey("uploads.id", ondelete="CASCADE"))
+    profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id", ondelete="CASCADE"))
+    table_index: Mapped[int] = mapped_column(Integer)  # 0-based position in the upload
+    collective: Mapped[str] = mapped_column(String(32))
+    tool: Mapped[str] = mapped_column(String(32))
+    backend: Mapped[str | None] = mapped_column(String(32))
+    ranks: Mapped[int] = mapped_column(Integer)
+    nodes: Mapped[int] = mapped_column(Integer)
+    ranks_per_node: Mapped[int | None] = mapped_column(Integer)
+    gpu_model: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    dtype: Mapped[str | None] = mapped_column(String(16))
+    redop: Mapped[str | None] = mapped_column(String(16))
+    tool_version: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    warnings: Mapped[list[str]] = mapped_column(JSON, default=list)
+    alpha_us: Mapped[float | None] = mapped_column(Float)  # fitted latency T = α + S/β
+    beta_gbps: Mapped[float | None] = mapped_column(Float)  # fitted algorithm bandwidth
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    upload: Mapped[Upload] = relationship(back_populates="runs", overlaps="runs")
+    profile: Mapped[Profile] = relationship(back_populates="runs", overlaps="runs")
+    points: Mapped[list[Point]] = relationship(
+        back_populates="run",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="(Point.in_place, Point.size_bytes)",
+    )
+
+
+class Point(Base):
+    """One row half of a benchmark table (out-of-place or in-place)."""
+
+    __tablename__ = "points"
+    __table_args__ = (Index(None, "run_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    count: Mapped[int | None] = mapped_column(BigInteger)
+    time_us: Mapped[float] = mapped_column(Float)
+    algbw_gbps: Mapped[float] = mapped_column(Float)
+    busbw_gbps: Mapped[float] = mapped_column(Float)
+    in_place: Mapped[bool] = mapped_column(Boolean)
+
+    run: Mapped[Run] = relationship(back_populates="points")
+
+
+class Calibration(Base):
+    """A fit of u from measured iteration times: inputs, result and residuals."""
+
+    __tablename__ = "calibrations"
+    __table_args__ = (Index(None, "profile_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id", ondelete="CASCADE"))
+    inputs: Mapped[Any] = mapped_column(JSON)
+    utilization: Mapped[float] = mapped_column(Float)
+    mape_pct: Mapped[float] = mapped_column(Float)
+    residuals: Mapped[Any] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    profile: Mapped[Profile] = relationship(back_populates="calibrations")
+
+
+class Baseline(Base):
+    """A named estimate request and its iteration time, for CI checks against a baseline."""
+
+    __tablename__ = "baselines"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    request: Mapped[Any] = mapped_column(JSON)
+    iteration_time_s: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)

@@ -1,0 +1,311 @@
+"""ProfileBandwidth: each method where it applies, with exact numbers on hand-built runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from commest.errors import NotFoundError, ValidationError
+from commest.estimator.bandwidth import BandwidthProvider, Collective, TrafficKind
+from commest.profiles.bandwidth import AlphaBetaFit, ProfileBandwidth, RunCurve, fit_alpha_beta
+from commest.profiles.nominal import nominal_bandwidth, nominal_curves
+
+K = TrafficKind.DP
+AR = Collective.ALL_REDUCE
+ALPHA_US = 10.0
+BETA_GBPS = 50.0
+SIZES = [1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0]
+
+
+def _time_us(size: float, alpha: float = ALPHA_US, beta: float = BETA_GBPS) -> float:
+    return alpha + size / (beta * 1e3)
+
+
+def _busbw(op: Collective, ranks: int, size: float, time_us: float) -> float:
+    factor = {Collective.ALL_REDUCE: 2 * (ranks - 1) / ranks}.get(op, 1.0)
+    if op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALLTOALL):
+        factor = (ranks - 1) / ranks
+    return factor * size / (time_us * 1e3)
+
+
+def _curve(
+    op: Collective = AR,
+    ranks: int = 16,
+    nodes: int = 2,
+    *,
+    backend: str = "nccl",
+    sizes: list[float] = SIZES,
+    alpha: float = ALPHA_US,
+    beta: float = BETA_GBPS,
+    in_place_times: float | None = None,
+    out_of_place: bool = True,
+    run_id: int = 1,
+) -> RunCurve:
+    rows: list[tuple[float, float, bool]] = []
+    for s in sizes:
+        t = _time_us(s, alpha, beta)
+        if out_of_place:
+            rows.append((s, t, False))
+        rows.append((s, t * (in_place_times or 1.0), True))
+    curve = RunCurve.from_points(
+        op=op,
+        ranks=ranks,
+        nodes=nodes,
+        points=rows,
+        label=f"run {run_id}",
+        backend=backend,
+        run_id=run_id,
+    )
+    assert curve is not None
+    return curve
+
+
+def _provider(*curves: RunCurve, nominal: tuple[RunCurve, ...] = ()) -> ProfileBandwidth:
+    return ProfileBandwidth("test", curves, nominal)
+
+
+def test_profile_bandwidth_satisfies_the_protocol() -> None:
+    assert isinstance(_provider(_curve()), BandwidthProvider)
+
+
+def test_point_at_a_measured_size_is_measured_and_exact() -> None:
+    answer = _provider(_curve()).explain(K, AR, 16, 2, 4096)
+    assert answer.method == "measured"
+    assert answer.busbw_gbps == _busbw(AR, 16, 4096.0, _time_us(4096.0))
+    assert "run 1" in answer.source
+
+
+def test_between_sizes_is_linear_in_log_size() -> None:
+    answer = _provider(_curve()).explain(K, AR, 16, 2, 2048)
+    low, high = _busbw(AR, 16, 1024.0, _time_us(1024.0)), _busbw(AR, 16, 4096.0, _time_us(4096.0))
+    assert answer.method == "interpolated"
+    assert answer.busbw_gbps == pytest.approx((low + high) / 2, rel=1e-12)
+
+
+def test_beyond_the_largest_size_follows_the_alpha_beta_fit() -> None:
+    size = 64.0 * 2**20
+    answer = _provider(_curve()).explain(K, AR, 16, 2, size)
+    assert answer.method == "extrapolated"
+    # Exact α-β data: the anchored extrapolation is the model itself.
+    assert answer.busbw_gbps == pytest.approx(_busbw(AR, 16, size, _time_us(size)), rel=1e-9)
+    assert "α=10" in answer.source and "β=50" in answer.source
+
+
+def test_below_the_smallest_size_follows_the_alpha_beta_fit() -> None:
+    answer = _provider(_curve()).explain(K, AR, 16, 2, 8)
+    assert answer.method == "extrapolated"
+    assert answer.busbw_gbps == pytest.approx(_busbw(AR, 16, 8.0, _time_us(8.0)), rel=1e-9)
+
+
+def test_one_rank_per_node_gets_the_per_gpu_share_of_full_node_bandwidth() -> None:
+    provider = _provider(_curve(ranks=16, nodes=2))
+    answer = provider.explain(K, AR, 4, 4, 4096)
+    assert answer.method == "derived"
+    assert answer.busbw_gbps == _busbw(AR, 16, 4096.0, _time_us(4096.0)) / 8
+    assert "per-GPU share" in answer.source and "run 1" in answer.source
+
+
+def test_same_ranks_per_node_on_more_nodes_keeps_busbw() -> None:
+    answer = _provider(_curve(ranks=16, nodes=2)).explain(K, AR, 64, 8, 4096)
+    assert answer.method == "derived"
+    assert answer.busbw_gbps == _busbw(AR, 16, 4096.0, _time_us(4096.0))
+
+
+def test_other_rank_count_within_a_node_keeps_busbw() -> None:
+    answer = _provider(_curve(ranks=8, nodes=1)).explain(K, AR, 4, 1, 4096)
+    assert answer.method == "derived"
+    assert answer.busbw_gbps == _busbw(AR, 8, 4096.0, _time_us(4096.0))
+    assert "single-node" in answer.source
+
+
+def test_all_gather_without_runs_uses_all_reduce_busbw() -> None:
+    answer = _provider(_curve()).explain(K, Collective.ALL_GATHER, 16, 2, 4096)
+    assert answer.method == "derived"
+    assert answer.busbw_gbps == _busbw(AR, 16, 4096.0, _time_us(4096.0))
+    assert "all_reduce busbw stands in for all_gather" in answer.source
+
+
+def test_sendrecv_across_nodes_uses_one_gpus_share_of_all_reduce() -> None:
+    answer = _provider(_curve()).explain(K, Collective.SENDRECV, 2, 2, 4096)
+    assert answer.method == "derived"
+    assert answer.busbw_gbps == _busbw(AR, 16, 4096.0, _time_us(4096.0)) / 8
+
+
+def test_intra_node_query_with_only_inter_node_runs_is_a_lower_bound() -> None:
+    answer = _provider(_curve(ranks=16, nodes=2)).explain(K, AR, 8, 1, 4096)
+    assert answer.method == "derived"
+    assert answer.busbw_gbps == _busbw(AR, 16, 4096.0, _time_us(4096.0))
+    assert "lower bound" in answer.source
+
+
+def test_inter_node_query_with_only_single_node_runs_asks_for_an_upload() -> None:
+    with pytest.raises(NotFoundError, match=r"all_reduce_perf.*16 ranks on 2 node") as info:
+        _provider(_curve(ranks=8, nodes=1)).busbw_gbps(K, AR, 16, 2, 4096)
+    assert "single-node" in str(info.value)
+
+
+def test_alltoall_has_no_stand_in_and_asks_for_alltoall_perf() -> None:
+    with pytest.raises(NotFoundError, match="alltoall_perf"):
+        _provider(_curve()).explain(K, Collective.ALLTOALL, 16, 2, 4096)
+
+
+def test_nominal_curves_answer_only_what_runs_cannot() -> None:
+    provider = _provider(_curve(), nominal=nominal_curves("dgx-a100-nominal"))
+    assert provider.explain(K, AR, 16, 2, 4096).method == "measured"
+    answer = provider.explain(K, Collective.ALLTOALL, 16, 2, 2**20)
+    assert answer.method == "nominal"
+    assert "nominal" in answer.source
+
+
+def test_nominal_a100_intra_node_all_reduce_tends_to_77_percent_of_nvlink() -> None:
+    value = nominal_bandwidth("dgx-a100-nominal").busbw_gbps(K, AR, 8, 1, 2.0**40)
+    assert value == pytest.approx(300.0 * 0.77, rel=1e-4)
+
+
+def test_nominal_h100_inter_node_one_rank_per_node_is_an_eighth_of_the_node() -> None:
+    answer = nominal_bandwidth("dgx-h100-nominal").explain(K, AR, 4, 4, 2.0**40)
+    # A full node's ring is capped by NVLink (450 · 0.77) below its 8 NICs (8 · 50 · 0.92).
+    node_gbps = min(450.0 * 0.77, 8 * 50.0 * 0.92)
+    assert answer.method == "nominal"
+    assert answer.busbw_gbps == pytest.approx(node_gbps / 8, rel=1e-4)
+
+
+def test_out_of_place_points_are_preferred_over_in_place() -> None:
+    answer = _provider(_curve(in_place_times=2.0)).explain(K, AR, 16, 2, 4096)
+    assert answer.busbw_gbps == _busbw(AR, 16, 4096.0, _time_us(4096.0))
+
+
+def test_in_place_points_are_used_when_no_out_of_place_row_exists() -> None:
+    curve = _curve(in_place_times=2.0, out_of_place=False)
+    answer = _provider(curve).explain(K, AR, 16, 2, 4096)
+    assert curve.in_place
+    assert answer.busbw_gbps == _busbw(AR, 16, 4096.0, 2.0 * _time_us(4096.0))
+
+
+def test_busbw_comes_from_time_not_from_the_printed_zero() -> None:
+    curve = RunCurve.from_points(
+        op=AR, ranks=8, nodes=1, points=[(8.0, 20.0, False), (16.0, 20.5, False)], label="r"
+    )
+    assert curve is not None
+    assert curve.busbw_gbps[0] == pytest.approx(2 * 7 / 8 * 8 / 20e3, rel=1e-12)
+
+
+def test_best_backend_wins_at_each_size_and_is_named() -> None:
+    slow = _curve(backend="mpi", beta=10.0, alpha=2.0, run_id=2)
+    fast = _curve(backend="nccl", beta=50.0, alpha=10.0, run_id=1)
+    provider = _provider(slow, fast)
+    small, large = provider.explain(K, AR, 16, 2, 1024), provider.explain(K, AR, 16, 2, 2**20)
+    assert small.busbw_gbps == _busbw(AR, 16, 1024.0, _time_us(1024.0, 2.0, 10.0))
+    assert "run 2" in small.source
+    assert large.busbw_gbps == _busbw(AR, 16, 2.0**20, _time_us(2.0**20))
+    assert "run 1" in large.source
+
+
+def test_tuning_table_picks_the_fastest_backend_per_size() -> None:
+    provider = _provider(
+        _curve(backend="mpi", beta=10.0, alpha=2.0), _curve(backend="nccl", beta=50.0)
+    )
+    table = provider.tuning_table(op=AR, ranks=16)
+    assert [row.size_bytes for row in table] == [int(s) for s in SIZES]
+    assert table[0].best_backend == "mpi" and table[-1].best_backend == "nccl"
+    assert table[-1].busbw_gbps == _busbw(AR, 16, SIZES[-1], _time_us(SIZES[-1]))
+
+
+def test_tuning_table_needs_nodes_when_runs_span_several() -> None:
+    provider = _provider(_curve(ranks=16, nodes=2), _curve(ranks=16, nodes=4))
+    with pytest.raises(ValidationError, match="nodes"):
+        provider.tuning_table(op=AR, ranks=16)
+    assert len(provider.tuning_table(op=AR, ranks=16, nodes=4)) == len(SIZES)
+    with pytest.raises(NotFoundError):
+        provider.tuning_table(op=AR, ranks=32)
+
+
+def test_explain_equals_busbw_for_every_query_of_an_array() -> None:
+    provider = _provider(
+        _curve(),
+        _curve(ranks=8, nodes=1, beta=200.0, run_id=3),
+        nominal=nominal_curves("dgx-h100-nominal"),
+    )
+    rng = np.random.default_rng(1)
+    ranks = rng.choice([2, 4, 8, 16, 32, 64], size=400).astype(float)
+    nodes = np.array([rng.choice([n for n in (1, 2, 4, 8) if n <= r]) for r in ranks], float)
+    sizes = np.exp(rng.uniform(0, math.log(2.0**36), size=400))
+    sizes[:6] = SIZES  # exact measured sizes too
+    for op in (AR, Collective.SENDRECV, Collective.ALLTOALL):
+        values = provider.busbw_gbps(K, op, ranks, nodes, sizes)
+        assert isinstance(values, np.ndarray)
+        for i in range(ranks.size):
+            answer = provider.explain(K, op, int(ranks[i]), int(nodes[i]), float(sizes[i]))
+            assert answer.busbw_gbps == values[i], (op, ranks[i], nodes[i], sizes[i])
+
+
+def test_arrays_keep_their_shape_and_scalars_give_floats() -> None:
+    provider = _provider(_curve())
+    grid = np.full((3, 4), 4096.0)
+    values = provider.busbw_gbps(K, AR, np.full((3, 4), 16.0), np.full((3, 4), 2.0), grid)
+    assert isinstance(values, np.ndarray) and values.shape == (3, 4)
+    scalar = provider.busbw_gbps(K, AR, 16, 2, 4096)
+    assert type(scalar) is float and scalar == values[0, 0]
+
+
+@pytest.mark.parametrize(
+    ("ranks", "nodes", "size", "field"),
+    [
+        (16, 32, 1024.0, "nodes"),
+        (0, 1, 1024.0, "ranks"),
+        (2.5, 1, 1024.0, "ranks"),
+        (16, 2, -1.0, "size_bytes"),
+        (16, 2, math.nan, "size_bytes"),
+    ],
+)
+def test_impossible_queries_are_refused(
+    ranks: float, nodes: float, size: float, field: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        _provider(_curve()).busbw_gbps(K, AR, ranks, nodes, size)
+    assert info.value.field == field
+
+
+def test_alpha_beta_fit_recovers_known_values() -> None:
+    sizes = np.array([2.0**e for e in range(3, 31)])
+    fit = fit_alpha_beta(sizes, 7.5 + sizes / (123.0 * 1e3))
+    assert fit is not None
+    assert fit.alpha_us == pytest.approx(7.5, rel=1e-9)
+    assert fit.beta_gbps == pytest.approx(123.0, rel=1e-9)
+
+
+def test_alpha_beta_fit_keeps_latency_non_negative() -> None:
+    sizes = np.array([1e6, 2e6, 4e6])
+    fit = fit_alpha_beta(sizes, sizes / 1e4 - 5.0)  # a free fit would give α = -5
+    assert fit is not None
+    assert fit.alpha_us == 0.0 and fit.beta_gbps > 0
+
+
+def test_alpha_beta_fit_refuses_flat_times_and_single_sizes() -> None:
+    assert fit_alpha_beta([1e3, 1e4, 1e5], [5.0, 5.0, 5.0]) is None
+    assert fit_alpha_beta([1e3, 1e3], [5.0, 6.0]) is None
+
+
+def test_extrapolation_without_a_fit_holds_the_edge_value() -> None:
+    curve = RunCurve.from_points(
+        op=AR, ranks=16, nodes=2, points=[(1e3, 5.0, False), (1e4, 5.0, False)], label="flat"
+    )
+    assert curve is not None and curve.fit is None
+    answer = _provider(curve).explain(K, AR, 16, 2, 1e6)
+    assert answer.method == "extrapolated" and "held" in answer.source
+    assert answer.busbw_gbps == curve.busbw_gbps[-1]
+
+
+def test_curves_expose_points_and_fits_for_plotting() -> None:
+    (data,) = _provider(_curve()).curves()
+    assert data.sizes_bytes == [int(s) for s in SIZES]
+    assert data.alpha_us == pytest.approx(ALPHA_US) and data.beta_gbps == pytest.approx(BETA_GBPS)
+    assert data.op == "all_reduce" and data.ranks == 16 and data.nodes == 2
+
+
+def test_alpha_beta_fit_model_matches_its_definition() -> None:
+    fit = AlphaBetaFit(alpha_us=4.0, beta_gbps=100.0)
+    assert fit.time_us(1e6) == 4.0 + 10.0
+    assert fit.algbw_gbps(1e6) == pytest.approx(1e6 / 14e3, rel=1e-12)
