@@ -67,6 +67,11 @@ class NominalSpec:
     nvlink_gbps: float  # per GPU, per direction (GB/s)
     nic_gbps: float  # per GPU, per direction (GB/s); one compute NIC per GPU
     description: str
+    memory_bandwidth_gbps: float  # HBM, GB/s (datasheet)
+    # The compute model (commest.validation.report): u for the GEMMs and γ for the element-wise
+    # HBM traffic, fitted on Megatron-LM SC21 Table 1 (A100, Selene) by `commest validate`.
+    utilization: float = 0.6873
+    memory_traffic_factor: float = 2.3985
 
 
 NOMINAL_SPECS: dict[str, NominalSpec] = {
@@ -94,6 +99,8 @@ NOMINAL_SPECS: dict[str, NominalSpec] = {
             # DGX A100 datasheet: 8× single-port ConnectX-6 VPI 200 Gb/s HDR InfiniBand for
             # compute, one per GPU: 200 Gb/s = 25 GB/s per direction.
             nic_gbps=25.0,
+            # A100 datasheet: 2,039 GB/s HBM2e (80GB SXM).
+            memory_bandwidth_gbps=2039.0,
             description=(
                 "Nominal DGX A100 (vendor specifications, not measurements): 8× A100 80GB SXM, "
                 "NVLink 3 via NVSwitch 300 GB/s per direction per GPU, 8× HDR 200 Gb/s IB."
@@ -123,6 +130,9 @@ NOMINAL_SPECS: dict[str, NominalSpec] = {
             # DGX H100 datasheet: 8× single-port ConnectX-7 400 Gb/s NDR InfiniBand for compute
             # (in 4 OSFP cages), one per GPU: 400 Gb/s = 50 GB/s per direction.
             nic_gbps=50.0,
+            # H100 SXM datasheet: 3.35 TB/s HBM3. u and γ are the A100 fit (no published H100
+            # run with enough detail was in the fit set): a starting point; calibrate.
+            memory_bandwidth_gbps=3350.0,
             description=(
                 "Nominal DGX H100 (vendor specifications, not measurements): 8× H100 80GB SXM, "
                 "NVLink 4 via NVSwitch 450 GB/s per direction per GPU, 8× NDR 400 Gb/s IB."
@@ -215,6 +225,8 @@ def ensure_nominal_profiles(*, session: Session) -> list[str]:
                 peak_tflops=spec.peak_tflops,
                 peak_tflops_by_dtype=dict(spec.peak_tflops_by_dtype),
                 gpu_memory_bytes=spec.gpu_memory_bytes,
+                utilization=spec.utilization,
+                utilization_source="fitted",
                 description=spec.description,
                 nominal=True,
             )

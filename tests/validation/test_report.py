@@ -72,3 +72,12 @@ def test_json_and_table_outputs_carry_the_summary(report) -> None:
     data = json.loads(report.to_json())
     assert data["summary"]["rows"] == len(report.rows)
     assert "mean |err|" in report.to_table()
+
+
+def test_nominal_profiles_carry_the_sc21_table1_fit(report) -> None:
+    from commest.profiles.nominal import NOMINAL_SPECS
+
+    spec = NOMINAL_SPECS["dgx-a100-nominal"]
+    assert spec.utilization == pytest.approx(report.fit["utilization"], abs=5e-5)
+    assert spec.memory_traffic_factor == pytest.approx(report.fit["memory_traffic_factor"],
+                                                       abs=5e-5)
