@@ -1,6 +1,5 @@
 """The vectorised path equals the single-estimate path exactly; plans rank and filter."""
 
-
 import numpy as np
 import pytest
 

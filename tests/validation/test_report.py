@@ -79,5 +79,6 @@ def test_nominal_profiles_carry_the_sc21_table1_fit(report) -> None:
 
     spec = NOMINAL_SPECS["dgx-a100-nominal"]
     assert spec.utilization == pytest.approx(report.fit["utilization"], abs=5e-5)
-    assert spec.memory_traffic_factor == pytest.approx(report.fit["memory_traffic_factor"],
-                                                       abs=5e-5)
+    assert spec.memory_traffic_factor == pytest.approx(
+        report.fit["memory_traffic_factor"], abs=5e-5
+    )
