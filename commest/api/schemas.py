@@ -146,6 +146,15 @@ class ClusterIn(_In):
     bandwidth_gbps: BandwidthIn | None = None
     gpu: str | None = Field(None, description="key of GET /v1/presets/gpus")
     gpu_memory_gb: float | None = Field(None, gt=0, description="GB = 10^9 bytes")
+    memory_bandwidth_gbps: float | None = Field(
+        None, gt=0, description="HBM GB/s (default: the GPU preset's or nominal profile's)"
+    )
+    memory_traffic_factor: float | None = Field(
+        None,
+        ge=0,
+        description="γ of the roofline refinement of compute time (detailed fidelity); "
+        "default: the nominal profile's fitted γ, else 0 (pure FLOPs/(u·F))",
+    )
 
 
 class _ScenarioIn(_In):
@@ -426,6 +435,8 @@ class ClusterOut(_Out):
     utilization: float
     utilization_source: str
     gpu_memory_bytes: float | None
+    memory_bandwidth_gbps: float | None
+    memory_traffic_factor: float
     bandwidth: str
 
 

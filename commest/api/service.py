@@ -65,6 +65,7 @@ from commest.profiles import repository
 from commest.profiles.bandwidth import ProfileBandwidth
 from commest.profiles.calibration import CalibrationSample, fit_utilization
 from commest.profiles.models import Baseline, Calibration, Profile, Run
+from commest.profiles.nominal import NOMINAL_SPECS
 
 GB = 1e9
 DEFAULT_TOLERANCE = 0.05
@@ -103,6 +104,8 @@ class ProfileSnapshot:
     utilization_source: str | None
     nominal: bool
     bandwidth: ProfileBandwidth
+    memory_bandwidth_gbps: float | None = None  # nominal profiles: the HBM datasheet figure
+    memory_traffic_factor: float = 0.0  # nominal profiles: γ fitted with their u
 
 
 class ProviderCache:
@@ -162,7 +165,10 @@ def load_snapshot(*, session: Session, name: str, cache: ProviderCache) -> Profi
     if provider is None:
         provider = repository.load_bandwidth(session=session, profile_name=name)
         cache.put(key, provider)
+    nominal = NOMINAL_SPECS.get(profile.name) if profile.nominal else None
     return ProfileSnapshot(
+        memory_bandwidth_gbps=getattr(nominal, "memory_bandwidth_gbps", None),
+        memory_traffic_factor=float(getattr(nominal, "memory_traffic_factor", 0.0)),
         name=profile.name,
         gpus_per_node=profile.gpus_per_node,
         peak_tflops=profile.peak_tflops,
@@ -229,6 +235,8 @@ class ResolvedCluster:
             "utilization": self.spec.utilization,
             "utilization_source": self.utilization_source,
             "gpu_memory_bytes": self.spec.gpu_memory_bytes,
+            "memory_bandwidth_gbps": self.spec.memory_bandwidth_gbps,
+            "memory_traffic_factor": self.spec.memory_traffic_factor,
             "bandwidth": self.bandwidth_label,
         }
 
@@ -304,6 +312,17 @@ def _profile_cluster(
     if cluster.gpu_memory_gb is not None:
         memory = cluster.gpu_memory_gb * GB
     label = f"profile {snap.name!r}" + (" (nominal: vendor link rates)" if snap.nominal else "")
+    hbm = cluster.memory_bandwidth_gbps or snap.memory_bandwidth_gbps
+    gamma = (
+        cluster.memory_traffic_factor
+        if cluster.memory_traffic_factor is not None
+        else snap.memory_traffic_factor
+    )
+    if cluster.memory_traffic_factor is None and gamma > 0:
+        notes.append(
+            f"γ={gamma:g} and HBM {hbm:g} GB/s: profile {snap.name!r}'s compute model "
+            "(fitted together with its u); give cluster.memory_traffic_factor=0 for pure FLOPs"
+        )
     spec = ClusterSpec(
         gpus_per_node=snap.gpus_per_node,
         peak_flops=peak_tflops * 1e12,
@@ -311,6 +330,8 @@ def _profile_cluster(
         bandwidth=snap.bandwidth,
         gpu_memory_bytes=memory,
         name=snap.name,
+        memory_bandwidth_gbps=hbm,
+        memory_traffic_factor=gamma,
     )
     return ResolvedCluster(spec, snap.name, source, label, notes)
 
@@ -326,10 +347,12 @@ def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedClust
     assert cluster.gpus_per_node is not None and cluster.utilization is not None
     notes: list[str] = []
     memory: float | None = None
+    hbm = cluster.memory_bandwidth_gbps
     peak_tflops = cluster.peak_tflops
     if cluster.gpu is not None:
         gpu = gpu_preset(cluster.gpu)
         memory = gpu.memory_bytes
+        hbm = hbm or gpu.memory_bandwidth_gbps
         if peak_tflops is None:
             if precision not in gpu.peak_flops:
                 raise ValidationError(
@@ -355,6 +378,8 @@ def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedClust
         utilization=cluster.utilization,
         bandwidth=_fixed_bandwidth(cluster),
         gpu_memory_bytes=memory,
+        memory_bandwidth_gbps=hbm,
+        memory_traffic_factor=cluster.memory_traffic_factor or 0.0,
     )
     return ResolvedCluster(spec, None, "request", "fixed scalar C (bandwidth_gbps)", notes)
 

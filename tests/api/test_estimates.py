@@ -1,0 +1,210 @@
+"""POST /v1/estimates."""
+
+from __future__ import annotations
+
+import pytest
+
+from commest.estimator import (
+    ClusterSpec,
+    FixedBandwidth,
+    LayoutSpec,
+    Scenario,
+    TrainingSpec,
+    estimate,
+    megatron_parameters,
+)
+from commest.estimator.presets import model_preset
+from commest.profiles.nominal import NOMINAL_SPECS, nominal_bandwidth
+from tests.api.conftest import AUTH, ESTIMATE, SCALAR_C, assert_problem, request
+
+A100 = NOMINAL_SPECS["dgx-a100-nominal"]
+
+EXACT = 1e-12
+BREAKDOWN_KEYS = {"compute", "tp", "pp", "dp", "bubble", "embedding_sync", "expert", "cp"}
+
+
+def test_estimate_by_preset_with_nominal_profile_matches_the_engine(client) -> None:
+    response = client.post("/v1/estimates", json=ESTIMATE)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    engine = estimate(
+        Scenario(
+            model_preset("gpt3-175b"),
+            TrainingSpec(global_batch_size=1536),
+            LayoutSpec(pipeline=8, tensor=8, data=24),
+            ClusterSpec(
+                gpus_per_node=8,
+                peak_flops=312e12,
+                utilization=0.5,
+                bandwidth=nominal_bandwidth("dgx-a100-nominal"),
+                gpu_memory_bytes=80 * 1024**3,
+                memory_bandwidth_gbps=A100.memory_bandwidth_gbps,
+                memory_traffic_factor=A100.memory_traffic_factor,
+            ),
+        )
+    )
+    assert body["iteration_time_s"] == pytest.approx(engine.iteration_time_s, rel=EXACT)
+    assert set(body["breakdown_s"]) == BREAKDOWN_KEYS
+    assert sum(body["breakdown_s"].values()) == pytest.approx(body["iteration_time_s"])
+    assert body["gpus"] == 1536 and body["micro_batches"] == 64
+    assert {"communication", "bubble"} == set(body["ratios"])
+    assert 0 < body["throughput"]["mfu"] < 1
+    assert body["memory"]["capacity_bytes"] == 80 * 1024**3
+    assert body["memory"]["fits"] is (body["memory"]["total_bytes"] <= 80 * 1024**3)
+    assert body["cluster"]["profile"] == "dgx-a100-nominal"
+    methods = {c["method"] for c in body["collectives"]}
+    assert methods == {"nominal"}
+    tp = [c for c in body["collectives"] if c["kind"] == "tp"]
+    assert tp and all(c["ranks"] == 8 and c["nodes"] == 1 for c in tp)
+    assert body["traffic_bytes_per_gpu"]["tp"] > 0 and body["assumptions"]
+
+
+def test_paper_fidelity_with_scalar_c_equals_the_hand_formula(client) -> None:
+    response = client.post("/v1/estimates", json=SCALAR_C)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    p, t, d, b, s, h, l = 8, 8, 24, 1, 2048, 12288, 96
+    m = 1536 / (b * d)
+    n = megatron_parameters(model_preset("gpt3-175b"))
+    comp_mb = 8 * n / (p * t) * b * s / (0.5 * 312e12)
+    tp_mb = (l / p) * 4 * (2 * (t - 1) / t * 2 * b * s * h) / 200e9
+    pp_mb = 2 * 2 * b * s * h / 20e9
+    dp = 2 * (d - 1) / d * 2 * n / (p * t) / 20e9
+    bubble = (p - 1) * (comp_mb + tp_mb + pp_mb)
+    bd = body["breakdown_s"]
+    assert bd["compute"] == pytest.approx(m * comp_mb, rel=EXACT)
+    assert bd["tp"] == pytest.approx(m * tp_mb, rel=EXACT)
+    assert bd["pp"] == pytest.approx(m * pp_mb, rel=EXACT)
+    assert bd["dp"] == pytest.approx(dp, rel=EXACT)
+    assert bd["bubble"] == pytest.approx(bubble, rel=EXACT)
+    expected = m * (comp_mb + tp_mb + pp_mb) + dp + bubble
+    assert body["iteration_time_s"] == pytest.approx(expected, rel=EXACT)
+    assert {c["method"] for c in body["collectives"]} == {"fixed"}
+    assert body["cluster"]["bandwidth"].startswith("fixed")
+
+
+def test_explicit_fields_equal_the_preset(client) -> None:
+    explicit = client.post("/v1/estimates", json=SCALAR_C).json()
+    by_preset = client.post("/v1/estimates", json=request(SCALAR_C, model={"preset": "gpt3-175b"}))
+    assert by_preset.status_code == 200
+    assert by_preset.json()["iteration_time_s"] == pytest.approx(explicit["iteration_time_s"])
+
+
+def test_preset_with_overrides_changes_the_model(client) -> None:
+    base = client.post("/v1/estimates", json=SCALAR_C).json()
+    longer = request(SCALAR_C)
+    longer["model"] = {"preset": "gpt3-175b", "seq_length": 4096}
+    response = client.post("/v1/estimates", json=longer)
+    assert response.status_code == 200
+    assert response.json()["iteration_time_s"] > 1.9 * base["iteration_time_s"]
+
+
+def test_gpu_preset_gives_peak_and_memory(client) -> None:
+    cluster = dict(SCALAR_C["cluster"])
+    del cluster["peak_tflops"], cluster["gpu_memory_gb"]
+    cluster["gpu"] = "h100-sxm5-80gb"
+    body = request(SCALAR_C)
+    body["cluster"] = cluster
+    response = client.post("/v1/estimates", json=body)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["cluster"]["peak_tflops"] == pytest.approx(989.5, rel=1e-3)
+    assert body["memory"]["capacity_bytes"] == 80e9
+
+
+def test_scalar_c_matches_fixed_bandwidth_engine_in_detailed_fidelity(client) -> None:
+    response = client.post("/v1/estimates", json=request(SCALAR_C, fidelity="detailed"))
+    engine = estimate(
+        Scenario(
+            model_preset("gpt3-175b"),
+            TrainingSpec(global_batch_size=1536),
+            LayoutSpec(pipeline=8, tensor=8, data=24),
+            ClusterSpec(
+                gpus_per_node=8,
+                peak_flops=312e12,
+                utilization=0.5,
+                bandwidth=FixedBandwidth(tp_gbps=200, pp_gbps=20, dp_gbps=20),
+                gpu_memory_bytes=80e9,
+            ),
+        )
+    )
+    assert response.json()["iteration_time_s"] == pytest.approx(engine.iteration_time_s, rel=EXACT)
+
+
+def test_unknown_model_preset_is_404(client) -> None:
+    body = assert_problem(
+        client.post("/v1/estimates", json=request(ESTIMATE, model={"preset": "gpt5"})), 404
+    )
+    assert "gpt3-175b" in body["detail"]  # lists the known keys
+
+
+def test_unknown_profile_is_404(client) -> None:
+    response = client.post(
+        "/v1/estimates", json=request(ESTIMATE, cluster={"profile": "no-such-cluster"})
+    )
+    assert "no-such-cluster" in assert_problem(response, 404)["detail"]
+
+
+def test_impossible_layout_is_422_naming_field_and_rule(client) -> None:
+    bad = request(ESTIMATE, layout={"tensor": 7})
+    body = assert_problem(client.post("/v1/estimates", json=bad), 422, field="layout.tensor")
+    assert body["value"] == 7 and "num_attention_heads" in body["rule"]
+
+
+def test_unknown_field_is_422_not_ignored(client) -> None:
+    bad = request(ESTIMATE, layout={"pipelines": 8})
+    body = assert_problem(client.post("/v1/estimates", json=bad), 422, field="layout.pipelines")
+    assert body["errors"][0]["in"] == "body"
+
+
+def test_pydantic_errors_list_every_field_value_and_rule(client) -> None:
+    bad = request(ESTIMATE, layout={"pipeline": "eight"}, training={"recompute": "sometimes"})
+    body = assert_problem(client.post("/v1/estimates", json=bad), 422)
+    fields = {e["field"]: e for e in body["errors"]}
+    assert fields["layout.pipeline"]["value"] == "eight"
+    assert fields["training.recompute"]["value"] == "sometimes"
+    assert all(e["rule"] for e in body["errors"])
+
+
+def test_nominal_profile_gives_its_fitted_utilization(client) -> None:
+    req = request(ESTIMATE)
+    req["cluster"] = {"profile": "dgx-a100-nominal"}
+    response = client.post("/v1/estimates", json=req)
+    assert response.status_code == 200, response.text
+    cluster = response.json()["cluster"]
+    assert cluster["utilization"] == A100.utilization
+    assert cluster["utilization_source"] == "profile (fitted)"
+    assert cluster["memory_traffic_factor"] == A100.memory_traffic_factor
+
+
+def test_profile_without_utilization_is_422_not_a_silent_default(client) -> None:
+    new = {"name": "no-u", "gpu_model": "A100", "gpus_per_node": 8, "peak_tflops": 312}
+    assert client.post("/v1/profiles", json=new, headers=AUTH).status_code == 201
+    bad = request(ESTIMATE)
+    bad["cluster"] = {"profile": "no-u"}
+    body = assert_problem(client.post("/v1/estimates", json=bad), 422, field="cluster.utilization")
+    assert "calibration" in body["rule"]
+
+
+def test_profile_with_scalar_bandwidths_is_422(client) -> None:
+    bad = request(ESTIMATE, cluster={"bandwidth_gbps": {"tp": 1, "pp": 1, "dp": 1}})
+    assert_problem(client.post("/v1/estimates", json=bad), 422, field="cluster.bandwidth_gbps")
+
+
+def test_explicit_cluster_without_bandwidth_is_422(client) -> None:
+    bad = request(SCALAR_C)
+    del bad["cluster"]["bandwidth_gbps"]
+    assert_problem(client.post("/v1/estimates", json=bad), 422, field="cluster.bandwidth_gbps")
+
+
+def test_explicit_model_missing_a_field_is_422(client) -> None:
+    bad = request(SCALAR_C)
+    del bad["model"]["vocab_size"]
+    assert_problem(client.post("/v1/estimates", json=bad), 422, field="model.vocab_size")
+
+
+def test_invalid_json_is_422_problem(client) -> None:
+    response = client.post(
+        "/v1/estimates", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert_problem(response, 422)

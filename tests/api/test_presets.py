@@ -1,0 +1,25 @@
+"""GET /v1/presets/models and /v1/presets/gpus."""
+
+from __future__ import annotations
+
+from commest.estimator.presets import GPU_PRESETS, MODEL_PRESETS
+
+
+def test_model_presets_list_every_preset_with_its_shape(client) -> None:
+    response = client.get("/v1/presets/models")
+    assert response.status_code == 200
+    by_key = {p["key"]: p for p in response.json()}
+    assert set(by_key) == set(MODEL_PRESETS)
+    gpt3 = by_key["gpt3-175b"]
+    assert gpt3["spec"]["num_layers"] == 96 and gpt3["spec"]["hidden_size"] == 12288
+    assert 170e9 < gpt3["parameters"] < 180e9
+    assert gpt3["source"]
+
+
+def test_gpu_presets_give_peak_tflops_per_precision(client) -> None:
+    response = client.get("/v1/presets/gpus")
+    assert response.status_code == 200
+    by_key = {p["key"]: p for p in response.json()}
+    assert set(by_key) == set(GPU_PRESETS)
+    assert by_key["a100-sxm4-80gb"]["peak_tflops"]["fp16"] == 312.0
+    assert by_key["a100-sxm4-80gb"]["memory_bytes"] == 80e9
