@@ -1,0 +1,633 @@
+"""The ``commest`` command line, end to end through its Typer app against a temp SQLite.
+
+Every command runs in-process (``create_app`` through ``TestClient``), as ``commest`` does
+without ``--server``; the database and the data directory (with the generated API token) are
+temporary per test.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner, Result
+
+from commest.api import cli
+from commest.api.junit import CheckOutcome, junit_xml
+from commest.settings import get_settings
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ESTIMATE_EXAMPLE = EXAMPLES / "estimate-gpt3-175b.json"
+
+GPT3_175B_FLAGS = (
+    "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 96 --hidden-size 12288"
+    " --num-attention-heads 96 --seq-length 2048 --max-position-embeddings 2048"
+    " --micro-batch-size 1 --global-batch-size 1536 --lr 6.0e-5 --fp16"
+    " --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16"
+)
+
+SMALL_REQUEST: dict[str, Any] = {
+    "model": {"preset": "gpt3-1.3b"},
+    "layout": {"pipeline": 2, "tensor": 2, "data": 2},
+    "training": {"global_batch_size": 16, "micro_batch_size": 1, "recompute": "full"},
+    "cluster": {"profile": "dgx-a100-nominal"},
+}
+
+
+def _nccl_all_reduce_text(ranks: int = 8) -> str:
+    """A small nccl-tests all_reduce_perf output (8 GPUs of one node, 1 MiB to 64 MiB)."""
+    lines = [
+        "# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807",
+        "# Collective test starting: all_reduce_perf",
+        "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 67108864 step: 2(factor)"
+        " warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+    ]
+    for rank in range(ranks):
+        lines.append(
+            f"#  Rank {rank:2d} Group  0 Pid {3000 + rank:6d} on     node-01 device {rank:2d}"
+            f" [0000:{16 * rank + 24:02x}:00] NVIDIA A100-SXM4-80GB"
+        )
+    lines += [
+        "#",
+        "#                                                              out-of-place"
+        "                       in-place          ",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
+        "     (us)  (GB/s)  (GB/s)       ",
+    ]
+    factor = 2 * (ranks - 1) / ranks
+    for i, busbw in enumerate((40.0, 70.0, 100.0, 130.0, 150.0, 165.0, 175.0)):
+        size = (1 << 20) << i
+        algbw = busbw / factor
+        time_us = size / (algbw * 1e3)
+        row = f"{size:12d} {size // 4:13d}     float     sum      -1 {time_us:8.1f} {algbw:7.2f}"
+        row += f" {busbw:7.2f}       0 {time_us:8.1f} {algbw:7.2f} {busbw:7.2f}       0"
+        lines.append(row)
+    lines += [
+        "# Out of bounds values : 0 OK",
+        "# Avg bus bandwidth    : 118.43",
+        "#",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """COMMEST_* pointed at a temp SQLite and data dir; no token in the environment."""
+    data = tmp_path / "data"
+    monkeypatch.setenv("COMMEST_DATA_DIR", str(data))
+    monkeypatch.setenv("COMMEST_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite3'}")
+    monkeypatch.delenv("COMMEST_API_TOKEN", raising=False)
+    monkeypatch.delenv("COMMEST_SERVER", raising=False)
+    get_settings.cache_clear()
+    yield tmp_path
+    get_settings.cache_clear()
+
+
+def run(*args: str, stdin: str | None = None) -> Result:
+    """One ``commest`` invocation; stdout and stderr apart."""
+    return CliRunner().invoke(cli.app, list(args), input=stdin)
+
+
+def write_json(path: Path, value: Any) -> str:
+    path.write_text(json.dumps(value), encoding="utf-8")
+    return str(path)
+
+
+def estimate_time(request_file: str) -> float:
+    result = run("estimate", "--request", request_file)
+    assert result.exit_code == 0, result.stderr
+    return float(json.loads(result.stdout)["iteration_time_s"])
+
+
+# --------------------------------------------------------------------------- estimate
+
+
+def test_estimate_prints_the_response_json(env: Path) -> None:
+    result = run("estimate", "--request", str(ESTIMATE_EXAMPLE))
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["iteration_time_s"] > 0
+    assert {"compute", "tp", "pp", "dp", "bubble"} <= set(body["breakdown_s"])
+    assert body["gpus"] == 8 * 8 * 24
+    assert body["cluster"]["profile"] == "dgx-a100-nominal"
+
+
+def test_estimate_reads_the_request_from_stdin(env: Path) -> None:
+    result = run("estimate", "--request", "-", stdin=ESTIMATE_EXAMPLE.read_text())
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["gpus"] == 1536
+
+
+def test_estimate_table_shows_terms_ratios_and_collective_provenance(env: Path) -> None:
+    result = run("estimate", "--request", str(ESTIMATE_EXAMPLE), "--format", "table")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    for text in ("Iteration time", "% of iteration", "compute", "bubble", "Ratios", "Throughput"):
+        assert text in out
+    assert "Memory per GPU" in out
+    assert "Collectives (bandwidth provenance)" in out
+    assert "busbw GB/s" in out
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(out)
+
+
+def test_estimate_from_megatron_args_with_a_cluster_profile(env: Path) -> None:
+    result = run(
+        "estimate",
+        "--megatron-args",
+        GPT3_175B_FLAGS,
+        "--gpus",
+        "1024",
+        "--vocab-size",
+        "50257",
+        "--cluster-profile",
+        "dgx-a100-nominal",
+    )
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["gpus"] == 1024
+    assert body["micro_batches"] == 1536 // 8  # gb / (b · d), d = 1024 / (8 · 16)
+    assert "--lr" in result.stderr  # the ignored flags are named
+
+
+def test_estimate_megatron_args_without_vocab_exits_2_naming_the_flag(env: Path) -> None:
+    result = run(
+        "estimate", "--megatron-args", GPT3_175B_FLAGS, "--cluster-profile", "dgx-a100-nominal"
+    )
+    assert result.exit_code == 2
+    assert "--vocab-size" in result.stderr
+    assert result.stdout == ""
+
+
+def test_bad_model_exits_2_with_the_field_named(env: Path, tmp_path: Path) -> None:
+    request = json.loads(ESTIMATE_EXAMPLE.read_text())
+    request["model"] = {
+        "num_layers": 8,
+        "hidden_size": 1000,
+        "num_attention_heads": 7,
+        "seq_length": 2048,
+        "vocab_size": 51200,
+    }
+    result = run("estimate", "--request", write_json(tmp_path / "bad.json", request))
+    assert result.exit_code == 2
+    assert "model.hidden_size" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_misspelt_field_exits_2_with_the_field_named(env: Path, tmp_path: Path) -> None:
+    request = json.loads(ESTIMATE_EXAMPLE.read_text())
+    request["layout"]["tensr"] = 8
+    result = run("estimate", "--request", write_json(tmp_path / "typo.json", request))
+    assert result.exit_code == 2
+    assert "layout.tensr" in result.stderr
+
+
+def test_request_that_is_not_json_exits_2(env: Path, tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('{"model": ', encoding="utf-8")
+    result = run("estimate", "--request", str(path))
+    assert result.exit_code == 2
+    assert "not JSON" in result.stderr
+    assert str(path) in result.stderr
+
+
+def test_unreachable_server_exits_3(env: Path) -> None:
+    result = run("--server", "http://127.0.0.1:9", "estimate", "--request", str(ESTIMATE_EXAMPLE))
+    assert result.exit_code == 3
+    assert "cannot reach" in result.stderr
+
+
+# --------------------------------------------------------------------------- check
+
+
+def test_check_passes_and_fails_against_a_budget_with_junit_xml(env: Path, tmp_path: Path) -> None:
+    predicted = estimate_time(str(ESTIMATE_EXAMPLE))
+    report = tmp_path / "reports" / "commest.xml"
+
+    ok = run(
+        "check",
+        "--request",
+        str(ESTIMATE_EXAMPLE),
+        "--max-iteration-time",
+        str(predicted * 1.5),
+        "--junit-xml",
+        str(report),
+    )
+    assert ok.exit_code == 0, ok.stderr
+    assert ok.stdout.startswith("PASS")
+    suite = ET.parse(report).getroot()
+    assert suite.tag == "testsuite"
+    assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
+    case = suite.find("testcase")
+    assert case is not None and case.get("name") == ESTIMATE_EXAMPLE.stem
+    assert case.find("failure") is None
+
+    limit = predicted / 2
+    bad = run(
+        "check",
+        "--request",
+        str(ESTIMATE_EXAMPLE),
+        "--max-iteration-time",
+        str(limit),
+        "--junit-xml",
+        str(report),
+    )
+    assert bad.exit_code == 1, bad.stderr
+    assert bad.stdout.startswith("FAIL")
+    suite = ET.parse(report).getroot()
+    assert suite.get("failures") == "1"
+    failure = suite.find("testcase/failure")
+    assert failure is not None
+    message = failure.get("message", "")
+    assert f"{predicted:.6g} s" in message
+    assert f"limit {limit:.6g} s" in message
+
+
+def test_check_needs_exactly_one_criterion(env: Path) -> None:
+    result = run("check", "--request", str(ESTIMATE_EXAMPLE))
+    assert result.exit_code == 2
+    assert "--max-iteration-time" in result.stderr
+    both = run(
+        "check",
+        "--request",
+        str(ESTIMATE_EXAMPLE),
+        "--max-iteration-time",
+        "10",
+        "--baseline",
+        "main",
+    )
+    assert both.exit_code == 2
+
+
+def test_check_with_a_bad_budget_exits_2_naming_the_field(env: Path) -> None:
+    result = run("check", "--request", str(ESTIMATE_EXAMPLE), "--max-iteration-time", "-1")
+    assert result.exit_code == 2
+    assert "max_iteration_time_s" in result.stderr
+
+
+def test_baseline_set_show_and_check_against_it(env: Path, tmp_path: Path) -> None:
+    put = run("baseline", "set", "gpt3-main", "--request", str(ESTIMATE_EXAMPLE))
+    assert put.exit_code == 0, put.stderr
+    stored = json.loads(put.stdout)
+    assert stored["name"] == "gpt3-main"
+
+    shown = run("baseline", "show", "gpt3-main")
+    assert shown.exit_code == 0, shown.stderr
+    assert json.loads(shown.stdout)["iteration_time_s"] == pytest.approx(stored["iteration_time_s"])
+
+    same = run("check", "--request", str(ESTIMATE_EXAMPLE), "--baseline", "gpt3-main")
+    assert same.exit_code == 0, same.stderr
+
+    slower = json.loads(ESTIMATE_EXAMPLE.read_text())
+    slower["cluster"]["utilization"] = 0.25  # half the achieved FLOP/s: far slower
+    result = run(
+        "check",
+        "--request",
+        write_json(tmp_path / "slower.json", slower),
+        "--baseline",
+        "gpt3-main",
+        "--tolerance",
+        "0.05",
+    )
+    assert result.exit_code == 1
+
+    missing = run("check", "--request", str(ESTIMATE_EXAMPLE), "--baseline", "nope")
+    assert missing.exit_code == 2
+    assert "nope" in missing.stderr
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def test_profile_create_upload_list_show_bandwidth_delete_round_trip(
+    env: Path, tmp_path: Path
+) -> None:
+    created = run(
+        "profile",
+        "create",
+        "lab-a100",
+        "--gpu-model",
+        "A100-SXM4-80GB",
+        "--gpus-per-node",
+        "8",
+        "--peak-tflops",
+        "312",
+        "--utilization",
+        "0.45",
+        "--description",
+        "test cluster",
+    )
+    assert created.exit_code == 0, created.stderr
+    assert json.loads(created.stdout)["gpus_per_node"] == 8
+
+    log = tmp_path / "all_reduce_8gpu.txt"
+    log.write_text(_nccl_all_reduce_text(), encoding="utf-8")
+    uploaded = run("profile", "upload", "lab-a100", str(log))
+    assert uploaded.exit_code == 0, uploaded.stderr
+    assert "1 new, 0 already stored" in uploaded.stdout
+    assert "collective=all_reduce" in uploaded.stdout
+    assert "ranks=8" in uploaded.stdout
+
+    again = run("profile", "upload", "lab-a100", str(log))
+    assert again.exit_code == 0, again.stderr
+    assert "0 new, 1 already stored" in again.stdout
+
+    listed = run("profile", "list", "--format", "json")
+    assert listed.exit_code == 0, listed.stderr
+    names = {p["name"] for p in json.loads(listed.stdout)["profiles"]}
+    assert {"lab-a100", "dgx-a100-nominal"} <= names
+    table = run("profile", "list")
+    assert table.exit_code == 0
+    assert "lab-a100" in table.stdout
+
+    shown = run("profile", "show", "lab-a100")
+    assert shown.exit_code == 0, shown.stderr
+    assert json.loads(shown.stdout)["gpu_model"] == "A100-SXM4-80GB"
+
+    bw = run(
+        "bandwidth",
+        "--profile",
+        "lab-a100",
+        "--op",
+        "all_reduce",
+        "--ranks",
+        "8",
+        "--nodes",
+        "1",
+        "--bytes",
+        "4MiB",
+    )
+    assert bw.exit_code == 0, bw.stderr
+    answer = json.loads(bw.stdout)
+    assert answer["bytes"] == 4 * 1024 * 1024
+    assert answer["busbw_gbps"] == pytest.approx(100.0, rel=0.05)  # the measured 4 MiB row
+
+    deleted = run("profile", "delete", "lab-a100")
+    assert deleted.exit_code == 0, deleted.stderr
+    gone = run("profile", "show", "lab-a100")
+    assert gone.exit_code == 2
+    assert "lab-a100" in gone.stderr
+
+
+def test_upload_of_a_file_without_a_table_exits_2(env: Path, tmp_path: Path) -> None:
+    assert (
+        run("profile", "create", "p1", "--gpu-model", "H100", "--gpus-per-node", "8").exit_code == 0
+    )
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello\nnot a benchmark\n", encoding="utf-8")
+    result = run("profile", "upload", "p1", str(junk))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ")
+
+
+def test_profile_upload_of_a_missing_file_exits_2(env: Path, tmp_path: Path) -> None:
+    result = run("profile", "upload", "p1", str(tmp_path / "absent.txt"))
+    assert result.exit_code == 2
+    assert "absent.txt" in result.stderr
+
+
+def test_a_wrong_token_is_refused_with_exit_2(env: Path) -> None:
+    result = run(
+        "--token", "not-the-token", "profile", "create", "x", "--gpu-model", "H100",
+        "--gpus-per-node", "8",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "401" in result.stderr
+
+
+# --------------------------------------------------------------------------- matrix, plan
+
+
+def test_matrix_csv_has_the_header_and_gpu_rows(env: Path, tmp_path: Path) -> None:
+    request = write_json(tmp_path / "small.json", SMALL_REQUEST)
+    result = run("matrix", "--request", request, "--format", "csv")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "src,dst,bytes,kind"
+    ranks = {int(line.split(",")[0]) for line in lines[1:]}
+    assert ranks == set(range(8))
+
+
+def test_matrix_png_to_a_file(env: Path, tmp_path: Path) -> None:
+    request = write_json(tmp_path / "small.json", SMALL_REQUEST)
+    out = tmp_path / "m.png"
+    result = run(
+        "matrix", "--request", request, "--format", "png", "--level", "node", "--output", str(out)
+    )
+    assert result.exit_code == 0, result.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_matrix_png_goes_to_stdout_when_it_is_not_a_terminal(env: Path, tmp_path: Path) -> None:
+    request = write_json(tmp_path / "small.json", SMALL_REQUEST)
+    result = run("matrix", "--request", request, "--format", "png")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout_bytes[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_megatron_args_take_the_cluster_from_a_request_file(env: Path, tmp_path: Path) -> None:
+    cluster_only = {"cluster": {"profile": "dgx-h100-nominal"}, "fidelity": "paper"}
+    result = run(
+        "estimate",
+        "--request",
+        write_json(tmp_path / "cluster.json", cluster_only),
+        "--megatron-args",
+        GPT3_175B_FLAGS.replace("--nnodes 1", "--nnodes 32"),  # torchrun: 32 x 8 GPUs
+        "--vocab-size",
+        "50257",
+    )
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["gpus"] == 256
+    assert body["fidelity"] == "paper"
+    assert body["cluster"]["profile"] == "dgx-h100-nominal"
+
+
+def test_plan_ranks_layouts(env: Path, tmp_path: Path) -> None:
+    request = write_json(tmp_path / "small.json", SMALL_REQUEST)
+    result = run("plan", "--request", request, "--gpus", "8", "--top-k", "3")
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["evaluated"] >= 3
+    times = [entry["iteration_time_s"] for entry in body["layouts"]]
+    assert 1 <= len(times) <= 3
+    assert times == sorted(times)
+    table = run("plan", "--request", request, "--gpus", "8", "--format", "table")
+    assert table.exit_code == 0, table.stderr
+    assert "Best layouts" in table.stdout
+
+
+# --------------------------------------------------------------------------- db, validate
+
+
+def test_db_upgrade_prints_the_head_revision(env: Path) -> None:
+    from commest.profiles.db import head_revision
+
+    result = run("db", "upgrade")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip().endswith(f"at revision {head_revision()}")
+    assert (env / "cli.sqlite3").exists()
+
+
+def test_validate_prints_json(env: Path) -> None:
+    result = run("validate", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert isinstance(json.loads(result.stdout), dict | list)
+
+
+# --------------------------------------------------------------------------- units
+
+
+def test_problem_line_names_title_detail_field_value_and_rule() -> None:
+    response = httpx.Response(
+        422,
+        json={
+            "type": "urn:commest:problem:layout",
+            "title": "Invalid layout",
+            "status": 422,
+            "detail": "layout.tensor=3: must divide num_attention_heads=96",
+            "field": "layout.tensor",
+            "value": 3,
+            "rule": "must divide num_attention_heads=96",
+        },
+    )
+    line = cli.problem_line(response)
+    assert line.startswith("Invalid layout: layout.tensor=3")
+    assert "field=layout.tensor" in line and "value=3" in line
+    assert "(HTTP 422)" in line
+    assert "\n" not in line
+    assert cli.exit_code_for_status(422) == 2
+    assert cli.exit_code_for_status(503) == 3
+
+
+def test_problem_line_of_a_non_json_answer() -> None:
+    line = cli.problem_line(httpx.Response(502, text="<html>Bad gateway</html>"))
+    assert line.startswith("HTTP 502")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1048576", 1 << 20), ("64K", 64 << 10), ("256MiB", 256 << 20), ("1G", 1 << 30)],
+)
+def test_parse_size(text: str, expected: int) -> None:
+    assert cli.parse_size(text) == expected
+
+
+def test_junit_failure_states_predicted_and_limit() -> None:
+    xml = junit_xml(
+        CheckOutcome(name="gpt3", passed=False, predicted_s=31.5, limit_s=30.0, margin_s=-1.5)
+    )
+    suite = ET.fromstring(xml.split("?>", 1)[1])
+    failure = suite.find("testcase/failure")
+    assert failure is not None
+    assert failure.get("message", "").startswith("predicted iteration time 31.5 s vs limit 30 s")
+    passed = ET.fromstring(
+        junit_xml(
+            CheckOutcome(name="gpt3", passed=True, predicted_s=1.0, limit_s=2.0, margin_s=1.0)
+        ).split("?>", 1)[1]
+    )
+    assert passed.find("testcase/failure") is None
+    assert passed.get("failures") == "0"
+
+
+# --------------------------------------------------------------------------- calibrate, serve
+
+
+def test_profile_calibrate_fits_u_from_the_example_measurements(env: Path) -> None:
+    result = run(
+        "profile",
+        "calibrate",
+        "dgx-a100-nominal",
+        "--measurements",
+        str(EXAMPLES / "calibration-measurements.json"),
+    )
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert 0 < body["utilization"] <= 1
+    assert len(body["residuals"]) == 2
+    assert body["applied"] is False
+
+
+def test_serve_migrates_prints_where_and_runs_the_app_factory(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: calls.append((a, k)))
+    result = run("serve", "--host", "0.0.0.0", "--port", "8123")
+    assert result.exit_code == 0, result.stderr
+    assert "http://localhost:8123" in result.stdout
+    assert "http://localhost:8123/docs" in result.stdout
+    assert str(env / "data" / "api-token") in result.stdout
+    assert "dgx-a100-nominal" in result.stdout  # the nominal profiles were added
+    assert calls == [
+        (("commest.api.app:create_app",), {"factory": True, "host": "0.0.0.0", "port": 8123})
+    ]
+    assert (env / "cli.sqlite3").exists()
+
+
+# --------------------------------------------------------------------------- remote
+
+
+@pytest.fixture
+def live_server(env: Path) -> Iterator[str]:
+    """The app served by uvicorn on a free local port, with the token ``remote-token``."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    from pydantic import SecretStr
+
+    from commest.api.app import create_app
+    from commest.settings import Settings
+
+    settings = Settings(
+        database_url=f"sqlite:///{env / 'remote.sqlite3'}",
+        data_dir=env / "remote-data",
+        api_token=SecretStr("remote-token"),
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def test_remote_server_answers_like_the_local_service(env: Path, live_server: str) -> None:
+    local = run("estimate", "--request", str(ESTIMATE_EXAMPLE))
+    remote = run("--server", live_server, "estimate", "--request", str(ESTIMATE_EXAMPLE))
+    assert remote.exit_code == 0, remote.stderr
+    assert json.loads(remote.stdout) == json.loads(local.stdout)
+
+    create = ("profile", "create", "remote-lab", "--gpu-model", "H100", "--gpus-per-node", "8")
+    refused = run("--server", live_server, *create)
+    assert refused.exit_code == 2
+    assert "401" in refused.stderr
+    made = run("--server", live_server, "--token", "remote-token", *create)
+    assert made.exit_code == 0, made.stderr
+    listed = run("--server", live_server, "profile", "list", "--format", "json")
+    assert "remote-lab" in {p["name"] for p in json.loads(listed.stdout)["profiles"]}
+    # the local database is another one: the profile is not there
+    assert run("profile", "show", "remote-lab").exit_code == 2

@@ -1,0 +1,183 @@
+"""The Megatron-LM command-line reader, on the flags of NVIDIA/Megatron-LM's example scripts."""
+
+from __future__ import annotations
+
+import pytest
+
+from commest.api.megatron_args import parse_megatron_args
+from commest.errors import ValidationError
+
+# examples/gpt3/train_gpt3_175b_distributed.sh with its shell variables expanded
+# (GPUS_PER_NODE=8, NUM_NODES=1): GPT-3 175B on TP 8 x PP 16, fp16, no recompute flag.
+GPT3_175B = """
+torchrun --nproc_per_node 8 --nnodes 1 --master_addr localhost --master_port 6000 \\
+    pretrain_gpt.py \\
+    --num-layers 96 --hidden-size 12288 --num-attention-heads 96 \\
+    --seq-length 2048 --max-position-embeddings 2048 --attention-backend auto \\
+    --micro-batch-size 1 --global-batch-size 1536 --rampup-batch-size 16 16 5859375 \\
+    --train-iters 500000 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 \\
+    --init-method-std 0.006 --clip-grad 1.0 --fp16 --lr 6.0e-5 --lr-decay-style cosine \\
+    --min-lr 6.0e-6 --lr-warmup-fraction .001 --lr-decay-iters 430000 \\
+    --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 \\
+    --data-path /data/my-gpt3_00_text_document --vocab-file gpt2-vocab.json \\
+    --merge-file gpt2-merges.txt --split 949,50,1 --log-interval 100
+"""
+
+# examples/llama/train_llama3_8b_h100_fp8.sh (mock-data branch, TP_SIZE=1, CP_SIZE=1).
+LLAMA3_8B_FP8 = """
+torchrun --nproc_per_node 8 --nnodes 1 --node_rank 0 pretrain_gpt.py
+    --use-mcore-models --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336
+    --num-attention-heads 32 --group-query-attention --num-query-groups 8 --kv-channels 128
+    --seq-length 8192 --max-position-embeddings 8192 --position-embedding-type rope
+    --swiglu --untie-embeddings-and-output-weights --disable-bias-linear
+    --micro-batch-size 1 --global-batch-size 128 --bf16 --grad-reduce-in-bf16
+    --fp8-format hybrid --fp8-amax-history-len 1024 --fp8-param-gather
+    --tensor-model-parallel-size 1 --context-parallel-size 1 --sequence-parallel
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
+    --mock-data --tokenizer-type NullTokenizer --vocab-size 128256 --split '99,1,0'
+"""
+
+# examples/mixtral/train_mixtral_8x7b_distributed.sh (GPUS_PER_NODE=2, one node).
+MIXTRAL_SMALL = """
+torchrun --nproc_per_node 2 --nnodes 1 pretrain_gpt.py --use-mcore-models
+    --disable-bias-linear --seq-length 256 --max-position-embeddings 2048 --num-layers 2
+    --hidden-size 256 --ffn-hidden-size 896 --num-attention-heads 2 --swiglu
+    --untie-embeddings-and-output-weights --group-query-attention --num-query-groups 2
+    --num-experts 2 --moe-router-topk 2 --moe-token-dispatcher-type alltoall
+    --overlap-grad-reduce --tokenizer-type Llama2Tokenizer --tokenizer-model tok.model
+    --micro-batch-size 1 --global-batch-size 4 --tensor-model-parallel-size 1
+    --pipeline-model-parallel-size 1 --expert-model-parallel-size 2
+    --use-distributed-optimizer --sequence-parallel
+"""
+
+
+def test_gpt3_175b_script_gives_the_paper_layout_with_data_from_gpus() -> None:
+    parsed = parse_megatron_args(GPT3_175B, gpus=1024, vocab_size=50257)
+    req = parsed.request
+    assert req["model"] == {
+        "num_layers": 96,
+        "hidden_size": 12288,
+        "num_attention_heads": 96,
+        "seq_length": 2048,
+        "vocab_size": 51200,  # 50257 padded to a multiple of 128·8
+        "swiglu": False,
+        "tied_embeddings": True,
+    }
+    assert req["layout"]["pipeline"] == 16
+    assert req["layout"]["tensor"] == 8
+    assert req["layout"]["data"] == 8  # 1024 / (8·16)
+    assert req["layout"]["zero_stage"] == 0
+    assert req["training"] == {
+        "global_batch_size": 1536,
+        "micro_batch_size": 1,
+        "recompute": "none",
+        "precision": "fp16",
+    }
+    ignored = next(n for n in parsed.notes if n.startswith("ignored"))
+    assert "--rampup-batch-size" in ignored
+    assert "--lr" in ignored
+    assert "--num-layers" not in ignored
+
+
+def test_torchrun_world_size_is_used_when_gpus_is_not_given() -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_megatron_args(GPT3_175B, vocab_size=50257)  # 8 GPUs cannot hold t·p = 128
+    assert info.value.field == "--gpus"
+    assert "128" in info.value.rule
+    line = GPT3_175B.replace("--nnodes 1", "--nnodes 16")
+    assert parse_megatron_args(line, vocab_size=50257).request["layout"]["data"] == 1
+
+
+def test_llama3_8b_fp8_script_reads_gqa_swiglu_untied_and_distributed_optimizer() -> None:
+    req = parse_megatron_args(LLAMA3_8B_FP8).request
+    model = req["model"]
+    assert model["num_query_groups"] == 8
+    assert model["ffn_hidden_size"] == 14336
+    assert model["swiglu"] is True
+    assert model["tied_embeddings"] is False
+    assert model["vocab_size"] == 128256  # already a multiple of 128
+    assert req["layout"] == {
+        "pipeline": 1,
+        "tensor": 1,
+        "data": 8,
+        "virtual_stages": 1,
+        "sequence_parallel": True,
+        "context_parallel": 1,
+        "expert_parallel": 1,
+        "zero_stage": 1,
+        "overlap_dp": True,
+        "overlap_tp": False,
+    }
+    assert req["training"]["precision"] == "fp8"
+    assert "grad_reduce_precision" not in req["training"]  # --grad-reduce-in-bf16
+
+
+def test_mixtral_script_reads_experts() -> None:
+    req = parse_megatron_args(MIXTRAL_SMALL, vocab_size=32000).request
+    assert req["model"]["moe_num_experts"] == 2
+    assert req["model"]["moe_top_k"] == 2
+    assert req["layout"]["expert_parallel"] == 2
+    assert req["layout"]["data"] == 2
+    assert req["training"]["precision"] == "fp32"
+
+
+def test_bf16_reduces_gradients_in_fp32_as_megatron_does() -> None:
+    line = GPT3_175B.replace("--fp16", "--bf16")
+    training = parse_megatron_args(line, gpus=128, vocab_size=50257).request["training"]
+    assert training["precision"] == "bf16"
+    assert training["grad_reduce_precision"] == "fp32"
+
+
+def test_virtual_stages_from_layers_per_virtual_stage() -> None:
+    line = GPT3_175B + " --num-layers-per-virtual-pipeline-stage 3"
+    layout = parse_megatron_args(line, gpus=256, vocab_size=50257).request["layout"]
+    assert layout["virtual_stages"] == 2  # 96 / 16 / 3
+
+
+def test_recompute_flags() -> None:
+    sel = parse_megatron_args(GPT3_175B + " --recompute-activations", gpus=128, vocab_size=1)
+    assert sel.request["training"]["recompute"] == "selective"
+    full = parse_megatron_args(
+        GPT3_175B + " --recompute-granularity=full --recompute-method uniform",
+        gpus=128,
+        vocab_size=1,
+    )
+    assert full.request["training"]["recompute"] == "full"
+    assert "--recompute-method" in full.notes[0]
+
+
+def test_missing_vocab_names_the_flag_to_add() -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_megatron_args(GPT3_175B, gpus=128)
+    assert info.value.field == "--vocab-size"
+
+
+def test_missing_layers_names_the_flag_to_add() -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_megatron_args("--hidden-size 1024 --num-attention-heads 16", gpus=8, vocab_size=8)
+    assert info.value.field == "--num-layers"
+
+
+def test_unexpanded_shell_variable_is_a_clear_error() -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_megatron_args("--num-layers $NUM_LAYERS", gpus=8, vocab_size=8)
+    assert info.value.field == "--num-layers"
+    assert "expand shell variables" in info.value.rule
+
+
+def test_flags_may_be_a_list_of_tokens_with_equals_values() -> None:
+    tokens = [
+        "--num-layers=24",
+        "--hidden-size=2048",
+        "--num-attention-heads=16",
+        "--seq-length=4096",
+        "--padded-vocab-size=50304",
+        "--global-batch-size=512",
+        "--micro-batch-size=4",
+        "--tensor-model-parallel-size=2",
+        "--bf16",
+    ]
+    req = parse_megatron_args(tokens, gpus=16).request
+    assert req["model"]["vocab_size"] == 50304
+    assert req["layout"]["data"] == 8
+    assert req["training"]["micro_batch_size"] == 4
