@@ -1,0 +1,103 @@
+"""POST /v1/traffic-matrices."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from commest.api.plots import PNG_SIGNATURE
+from commest.settings import Settings
+from tests.api.conftest import SCALAR_C, assert_problem, make_client, request
+
+SMALL = request(
+    SCALAR_C,
+    model={"preset": "gpt3-1.3b"},
+    layout={"pipeline": 2, "tensor": 4, "data": 4},
+    training={"global_batch_size": 64},
+    fidelity="detailed",
+)
+
+
+def test_json_rows_sum_to_each_gpus_traffic(client) -> None:
+    response = client.post("/v1/traffic-matrices", json={**SMALL, "format": "json"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["gpus"] == 32 and body["level"] == "gpu" and body["size"] == 32
+    rows = body["rows"]
+    assert rows and set(rows[0]) == {"src", "dst", "bytes", "kind"}
+    assert sum(r["bytes"] for r in rows) == pytest.approx(body["totals"]["bytes"])
+    estimate = client.post("/v1/estimates", json=SMALL).json()
+    for kind in ("tp", "dp"):  # every GPU sends its group's share (PP ends differ by stage)
+        sent: dict[int, float] = {}
+        for r in rows:
+            if r["kind"] == kind:
+                sent[r["src"]] = sent.get(r["src"], 0.0) + r["bytes"]
+        assert len(sent) == 32
+        expected = estimate["traffic_bytes_per_gpu"][kind]
+        assert all(v == pytest.approx(expected, rel=1e-9) for v in sent.values())
+    assert {r["kind"] for r in rows} >= {"tp", "dp", "pp"}
+
+
+def test_node_level_aggregates_gpus(client) -> None:
+    gpu = client.post("/v1/traffic-matrices", json={**SMALL, "level": "gpu"}).json()
+    node = client.post("/v1/traffic-matrices", json={**SMALL, "level": "node"}).json()
+    assert node["level"] == "node" and node["size"] == 4  # 32 GPUs / 8 per node
+    assert node["totals"]["bytes"] == pytest.approx(gpu["totals"]["bytes"])
+    assert max(r["src"] for r in node["rows"]) == 3
+
+
+def test_csv_has_the_exact_header_and_one_line_per_entry(client) -> None:
+    response = client.post("/v1/traffic-matrices", json={**SMALL, "format": "csv"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/csv")
+    text = response.text
+    assert text.splitlines()[0] == "src,dst,bytes,kind"
+    rows = list(csv.DictReader(io.StringIO(text)))
+    body = client.post("/v1/traffic-matrices", json=SMALL).json()
+    assert len(rows) == body["totals"]["entries"]
+    assert sum(float(r["bytes"]) for r in rows) == pytest.approx(body["totals"]["bytes"])
+
+
+@pytest.mark.parametrize("level", ["gpu", "node"])
+def test_png_heatmap_is_a_png(client, level: str) -> None:
+    response = client.post("/v1/traffic-matrices", json={**SMALL, "format": "png", "level": level})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "image/png"
+    assert response.content.startswith(PNG_SIGNATURE)
+    assert len(response.content) > 5000
+
+
+def test_direct_algorithm_spreads_over_more_pairs(client) -> None:
+    ring = client.post("/v1/traffic-matrices", json={**SMALL, "algorithm": "ring"}).json()
+    direct = client.post("/v1/traffic-matrices", json={**SMALL, "algorithm": "direct"}).json()
+    assert direct["totals"]["entries"] > ring["totals"]["entries"]
+    assert direct["totals"]["bytes"] == pytest.approx(ring["totals"]["bytes"])
+
+
+def test_unknown_format_is_422(client) -> None:
+    assert_problem(
+        client.post("/v1/traffic-matrices", json={**SMALL, "format": "xlsx"}), 422, field="format"
+    )
+
+
+def _capped(tmp_path: Path, db_url: str, **caps: int) -> Settings:
+    return Settings(database_url=db_url, data_dir=tmp_path, api_token=SecretStr("t"), **caps)
+
+
+def test_gpu_level_png_over_the_dense_cap_is_413(tmp_path: Path, db_url: str) -> None:
+    with make_client(_capped(tmp_path, db_url, max_dense_gpus=16)) as client:
+        png = {**SMALL, "format": "png", "level": "gpu"}
+        body = assert_problem(client.post("/v1/traffic-matrices", json=png), 413)
+        assert "16" in body["detail"]
+        # the same matrix aggregated to 4 nodes is within the cap
+        node = client.post("/v1/traffic-matrices", json={**png, "level": "node"})
+        assert node.status_code == 200
+
+
+def test_matrix_over_max_matrix_gpus_is_413_before_any_work(tmp_path: Path, db_url: str) -> None:
+    with make_client(_capped(tmp_path, db_url, max_matrix_gpus=16)) as client:
+        assert_problem(client.post("/v1/traffic-matrices", json=SMALL), 413)

@@ -1,0 +1,96 @@
+"""POST /v1/plans."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from commest.settings import Settings
+from tests.api.conftest import assert_problem, make_client
+
+GPT3_PLAN = {
+    "model": {"preset": "gpt3-175b"},
+    "training": {"global_batch_size": 1536, "precision": "fp16"},
+    "cluster": {"profile": "dgx-a100-nominal"},
+    "gpus": 1536,
+}
+
+
+def test_gpt3_175b_on_1536_gpus_ranks_over_a_thousand_layouts_within_a_second(client) -> None:
+    client.post("/v1/plans", json={**GPT3_PLAN, "gpus": 64})  # warm the provider cache
+    start = time.perf_counter()
+    response = client.post("/v1/plans", json=GPT3_PLAN)
+    elapsed = time.perf_counter() - start
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["evaluated"] > 1000
+    assert 0 < body["feasible"] <= body["evaluated"]
+    layouts = body["layouts"]
+    assert len(layouts) == 10
+    times = [entry["iteration_time_s"] for entry in layouts]
+    assert times == sorted(times)
+    assert [entry["rank"] for entry in layouts] == list(range(1, 11))
+    for entry in layouts:
+        lay = entry["layout"]
+        assert lay["pipeline"] * lay["tensor"] * lay["data"] == 1536
+        assert entry["fits"] is True
+        assert sum(entry["breakdown_s"].values()) == __import__("pytest").approx(
+            entry["iteration_time_s"]
+        )
+    assert elapsed < 1.0
+
+
+def test_constraints_narrow_the_space(client) -> None:
+    full = client.post("/v1/plans", json=GPT3_PLAN).json()
+    narrow = client.post(
+        "/v1/plans",
+        json={**GPT3_PLAN, "max_tensor": 4, "zero_stages": [0], "top_k": 50},
+    ).json()
+    assert narrow["evaluated"] < full["evaluated"]
+    assert all(e["layout"]["tensor"] <= 4 for e in narrow["layouts"])
+    assert all(e["layout"]["zero_stage"] == 0 for e in narrow["layouts"])
+    assert len(narrow["layouts"]) == 50
+
+
+def test_constraints_may_be_grouped(client) -> None:
+    flat = client.post("/v1/plans", json={**GPT3_PLAN, "max_tensor": 4}).json()
+    grouped = client.post("/v1/plans", json={**GPT3_PLAN, "constraints": {"max_tensor": 4}}).json()
+    assert grouped["evaluated"] == flat["evaluated"]
+
+
+def test_training_micro_batch_size_pins_the_sweep(client) -> None:
+    plan = {**GPT3_PLAN, "training": {"global_batch_size": 1536, "micro_batch_size": 2}}
+    body = client.post("/v1/plans", json={**plan, "top_k": 30}).json()
+    assert {e["layout"]["micro_batch_size"] for e in body["layouts"]} == {2}
+
+
+def test_conflicting_micro_batch_constraints_are_422(client) -> None:
+    plan = {
+        **GPT3_PLAN,
+        "training": {"global_batch_size": 1536, "micro_batch_size": 2},
+        "micro_batch_sizes": [1, 4],
+    }
+    assert_problem(client.post("/v1/plans", json=plan), 422, field="micro_batch_sizes")
+
+
+def test_drop_infeasible_keeps_only_layouts_that_fit(client) -> None:
+    body = client.post(
+        "/v1/plans", json={**GPT3_PLAN, "drop_infeasible": True, "top_k": 10_000}
+    ).json()
+    assert len(body["layouts"]) == body["feasible"]
+    assert all(e["fits"] for e in body["layouts"])
+
+
+def test_plan_space_over_the_cap_is_413(tmp_path: Path, db_url: str) -> None:
+    settings = Settings(
+        database_url=db_url, data_dir=tmp_path, api_token=SecretStr("t"), max_plan_layouts=100
+    )
+    with make_client(settings) as client:
+        assert_problem(client.post("/v1/plans", json=GPT3_PLAN), 413)
+
+
+def test_plan_without_gpus_is_422(client) -> None:
+    plan = {k: v for k, v in GPT3_PLAN.items() if k != "gpus"}
+    assert_problem(client.post("/v1/plans", json=plan), 422, field="gpus")
