@@ -1,0 +1,147 @@
+"""End to end: the real server (uvicorn in a subprocess on a free loopback port).
+
+Upload a benchmark file to a new profile, estimate with it and run a check, over HTTP; and
+refuse an oversized upload from its Content-Length without reading the body.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.conftest import FIXTURES
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "e2e-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def server(db_url: str, tmp_path: Path) -> Iterator[str]:
+    """Base URL of a running ``uvicorn commest.api.app:app`` over ``db_url``."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "COMMEST_DATABASE_URL": db_url,
+        "COMMEST_DATA_DIR": str(tmp_path / "data"),
+        "COMMEST_API_TOKEN": TOKEN,
+        "COMMEST_MAX_UPLOAD_BYTES": str(1 << 20),
+    }
+    log = (tmp_path / "server.log").open("wb")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "commest.api.app:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 15.0
+        with httpx.Client(base_url=base, timeout=1.0) as client:
+            while True:
+                try:
+                    if client.get("/readyz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    pytest.fail(
+                        "server did not start: " + (tmp_path / "server.log").read_text()[-2000:]
+                    )
+                time.sleep(0.05)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def test_upload_estimate_and_check_over_http(server: str) -> None:
+    with httpx.Client(base_url=server, timeout=30.0) as client:
+        created = client.post(
+            "/v1/profiles",
+            json={
+                "name": "e2e-lab",
+                "gpu_model": "H100",
+                "gpus_per_node": 8,
+                "peak_tflops": 989,
+                "utilization": 0.5,
+                "gpu_memory_gb": 80,
+            },
+            headers=AUTH,
+        )
+        assert created.status_code == 201, created.text
+        text = (FIXTURES / "nccl_all_reduce_8gpu.txt").read_bytes()
+        uploaded = client.post(
+            "/v1/profiles/e2e-lab/runs",
+            files=[("files", ("all_reduce.txt", text, "text/plain"))],
+            headers=AUTH,
+        )
+        assert uploaded.status_code == 201, uploaded.text
+        request = {
+            "model": {"preset": "gpt3-1.3b"},
+            "layout": {"pipeline": 1, "tensor": 8, "data": 1},
+            "training": {"global_batch_size": 8, "micro_batch_size": 1},
+            "cluster": {"profile": "e2e-lab"},
+        }
+        estimate = client.post("/v1/estimates", json=request)
+        assert estimate.status_code == 200, estimate.text
+        predicted = estimate.json()["iteration_time_s"]
+        tp = [c for c in estimate.json()["collectives"] if c["kind"] == "tp"]
+        run_id = uploaded.json()["runs"][0]["id"]
+        assert tp and all(f"run {run_id}" in c["source"] for c in tp)
+        passed = client.post("/v1/checks", json={**request, "max_iteration_time_s": 2 * predicted})
+        failed = client.post(
+            "/v1/checks", json={**request, "max_iteration_time_s": 0.5 * predicted}
+        )
+        assert passed.json()["passed"] is True
+        assert failed.json()["passed"] is False
+
+
+def test_oversized_upload_is_refused_from_its_content_length(server: str) -> None:
+    host, port = server.removeprefix("http://").split(":")
+    head = (
+        "POST /v1/profiles/dgx-a100-nominal/runs HTTP/1.1\r\n"
+        f"Host: {host}\r\n"
+        f"Authorization: Bearer {TOKEN}\r\n"
+        "Content-Type: text/plain\r\n"
+        f"Content-Length: {10 * (1 << 30)}\r\n"
+        "\r\n"
+    )
+    with socket.create_connection((host, int(port)), timeout=5.0) as sock:
+        sock.sendall(head.encode() + b"x" * 1024)  # 10 GiB announced, 1 KiB sent
+        reply = sock.recv(65536).decode(errors="replace")
+    status_line = reply.split("\r\n", 1)[0]
+    assert " 413 " in status_line, reply[:500]
+    assert "application/problem+json" in reply
