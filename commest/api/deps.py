@@ -20,7 +20,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -138,9 +138,16 @@ class Runtime:
         with self.sessions() as session, session.begin():
             yield session
 
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A Core connection for a short read (no ORM session: reads on the hot path)."""
+        self.start()
+        with self.engine.connect() as connection:
+            yield connection
+
     def profiles(self) -> ProfileSource:
-        """Profiles read in their own short transactions, providers cached."""
-        return ProfileSource(scope=self.transaction, cache=self.providers)
+        """Profiles read on their own short connections, providers cached."""
+        return ProfileSource(scope=self.read, cache=self.providers)
 
     def profiles_in(self, session: Session) -> ProfileSource:
         """Profiles read inside an open session."""
@@ -157,7 +164,7 @@ class Runtime:
         self.start()
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     """The app's runtime."""
     runtime: Runtime = request.app.state.runtime
     return runtime
@@ -168,7 +175,7 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 _bearer = HTTPBearer(auto_error=False, description="COMMEST_API_TOKEN or <data_dir>/api-token")
 
 
-def require_token(
+async def require_token(
     request: Request,
     runtime: RuntimeDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],

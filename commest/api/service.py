@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import Connection, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from commest.api.schemas import (
@@ -36,7 +36,7 @@ from commest.api.schemas import (
     TrafficMatrixRequest,
     TrainingIn,
 )
-from commest.errors import ConflictError, LimitError, ValidationError
+from commest.errors import ConflictError, LimitError, NotFoundError, ValidationError
 from commest.estimator import (
     TERMS,
     Algorithm,
@@ -55,6 +55,9 @@ from commest.estimator import (
     plan,
 )
 from commest.estimator.bandwidth import (
+    BandwidthAnswer,
+    Collective,
+    Num,
     TrafficKind,
     bus_factor,
     parse_collective,
@@ -103,9 +106,55 @@ class ProfileSnapshot:
     utilization: float | None
     utilization_source: str | None
     nominal: bool
-    bandwidth: ProfileBandwidth
+    bandwidth: MemoBandwidth
     memory_bandwidth_gbps: float | None = None  # nominal profiles: the HBM datasheet figure
     memory_traffic_factor: float = 0.0  # nominal profiles: γ fitted with their u
+
+
+class MemoBandwidth:
+    """A BandwidthProvider that remembers scalar answers of the provider it wraps.
+
+    Answers of a profile's provider are a pure function of (kind, op, ranks, nodes, size) for
+    a given set of runs, and estimates ask the same few questions again and again; array
+    queries (plans) pass straight through. ``explain`` agrees with ``busbw_gbps`` as the
+    wrapped provider's do.
+    """
+
+    def __init__(self, provider: ProfileBandwidth, size: int = 4096) -> None:
+        self.provider = provider
+        self._size = size
+        self._busbw: dict[tuple[str, str, float, float, float], float] = {}
+        self._explain: dict[tuple[str, str, int, int, float], BandwidthAnswer] = {}
+
+    def busbw_gbps(
+        self, kind: TrafficKind, op: Collective, ranks: Num, nodes: Num, size_bytes: Num
+    ) -> Num:
+        if (
+            isinstance(ranks, np.ndarray)
+            or isinstance(nodes, np.ndarray)
+            or isinstance(size_bytes, np.ndarray)
+        ):
+            return self.provider.busbw_gbps(kind, op, ranks, nodes, size_bytes)
+        key = (kind.value, op.value, float(ranks), float(nodes), float(size_bytes))
+        value = self._busbw.get(key)
+        if value is None:
+            value = float(self.provider.busbw_gbps(kind, op, ranks, nodes, size_bytes))
+            if len(self._busbw) >= self._size:
+                self._busbw.clear()
+            self._busbw[key] = value
+        return value
+
+    def explain(
+        self, kind: TrafficKind, op: Collective, ranks: int, nodes: int, size_bytes: float
+    ) -> BandwidthAnswer:
+        key = (kind.value, op.value, int(ranks), int(nodes), float(size_bytes))
+        answer = self._explain.get(key)
+        if answer is None:
+            answer = self.provider.explain(kind, op, ranks, nodes, size_bytes)
+            if len(self._explain) >= self._size:
+                self._explain.clear()
+            self._explain[key] = answer
+        return answer
 
 
 class ProviderCache:
@@ -117,17 +166,17 @@ class ProviderCache:
 
     def __init__(self, size: int = 64) -> None:
         self._size = size
-        self._items: OrderedDict[tuple[int, int, int], ProfileBandwidth] = OrderedDict()
+        self._items: OrderedDict[tuple[int, int, int], MemoBandwidth] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[int, int, int]) -> ProfileBandwidth | None:
+    def get(self, key: tuple[int, int, int]) -> MemoBandwidth | None:
         with self._lock:
             value = self._items.get(key)
             if value is not None:
                 self._items.move_to_end(key)
             return value
 
-    def put(self, key: tuple[int, int, int], value: ProfileBandwidth) -> None:
+    def put(self, key: tuple[int, int, int], value: MemoBandwidth) -> None:
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
@@ -136,48 +185,68 @@ class ProviderCache:
 
 
 SessionScope = Callable[[], AbstractContextManager[Session]]
+ReadScope = Callable[[], AbstractContextManager[Session | Connection]]
+
+_NEWEST_RUN = select(func.max(Run.id)).where(Run.profile_id == Profile.id).scalar_subquery()
+_RUN_COUNT = select(func.count(Run.id)).where(Run.profile_id == Profile.id).scalar_subquery()
+_SNAPSHOT = select(
+    Profile.id,
+    Profile.name,
+    Profile.gpus_per_node,
+    Profile.peak_tflops,
+    Profile.peak_tflops_by_dtype.label("by_dtype"),
+    Profile.gpu_memory_bytes,
+    Profile.utilization,
+    Profile.utilization_source,
+    Profile.nominal,
+    _NEWEST_RUN.label("newest_run"),
+    _RUN_COUNT.label("run_count"),
+).where(Profile.name == bindparam("name"))
 
 
 class ProfileSource:
     """Profiles read from the database, with bandwidth providers from a :class:`ProviderCache`."""
 
-    def __init__(self, *, scope: SessionScope, cache: ProviderCache) -> None:
+    def __init__(self, *, scope: ReadScope, cache: ProviderCache) -> None:
         self._scope = scope
         self._cache = cache
 
     def profile(self, name: str) -> ProfileSnapshot:
         """The named profile and its bandwidth provider; NotFoundError if unknown."""
-        with self._scope() as session:
-            return load_snapshot(session=session, name=name, cache=self._cache)
+        with self._scope() as connection:
+            return load_snapshot(connection=connection, name=name, cache=self._cache)
 
 
-def load_snapshot(*, session: Session, name: str, cache: ProviderCache) -> ProfileSnapshot:
-    """The profile of that name with a (cached) bandwidth provider."""
-    newest = select(func.max(Run.id)).where(Run.profile_id == Profile.id).scalar_subquery()
-    count = select(func.count(Run.id)).where(Run.profile_id == Profile.id).scalar_subquery()
-    row = session.execute(select(Profile, newest, count).where(Profile.name == name)).first()
+def load_snapshot(
+    *, connection: Session | Connection, name: str, cache: ProviderCache
+) -> ProfileSnapshot:
+    """The profile of that name with a (cached) bandwidth provider, in one Core query."""
+    row = connection.execute(_SNAPSHOT, {"name": name}).first()
     if row is None:
-        repository.get_profile(session=session, name=name)  # raises NotFoundError
-        raise AssertionError("unreachable")
-    profile, newest_id, run_count = row
-    key = (profile.id, int(newest_id or 0), int(run_count or 0))
+        raise NotFoundError(f"no profile named {name!r}", name=name)
+    key = (int(row.id), int(row.newest_run or 0), int(row.run_count or 0))
     provider = cache.get(key)
     if provider is None:
-        provider = repository.load_bandwidth(session=session, profile_name=name)
+        if isinstance(connection, Session):
+            loaded = repository.load_bandwidth(session=connection, profile_name=name)
+        else:
+            with Session(bind=connection) as session:
+                loaded = repository.load_bandwidth(session=session, profile_name=name)
+        provider = MemoBandwidth(loaded)
         cache.put(key, provider)
-    nominal = NOMINAL_SPECS.get(profile.name) if profile.nominal else None
+    nominal = NOMINAL_SPECS.get(row.name) if row.nominal else None
     return ProfileSnapshot(
+        name=row.name,
+        gpus_per_node=row.gpus_per_node,
+        peak_tflops=row.peak_tflops,
+        peak_tflops_by_dtype=dict(row.by_dtype or {}),
+        gpu_memory_bytes=row.gpu_memory_bytes,
+        utilization=row.utilization,
+        utilization_source=row.utilization_source,
+        nominal=bool(row.nominal),
+        bandwidth=provider,
         memory_bandwidth_gbps=getattr(nominal, "memory_bandwidth_gbps", None),
         memory_traffic_factor=float(getattr(nominal, "memory_traffic_factor", 0.0)),
-        name=profile.name,
-        gpus_per_node=profile.gpus_per_node,
-        peak_tflops=profile.peak_tflops,
-        peak_tflops_by_dtype=dict(profile.peak_tflops_by_dtype or {}),
-        gpu_memory_bytes=profile.gpu_memory_bytes,
-        utilization=profile.utilization,
-        utilization_source=profile.utilization_source,
-        nominal=profile.nominal,
-        bandwidth=provider,
     )
 
 
@@ -982,7 +1051,7 @@ def curves_body(
     *, snapshot: ProfileSnapshot, op: str | None, include_nominal: bool
 ) -> dict[str, Any]:
     """GET /v1/profiles/{name}/curves (json)."""
-    curves = snapshot.bandwidth.curves(include_nominal=include_nominal)
+    curves = snapshot.bandwidth.provider.curves(include_nominal=include_nominal)
     if op is not None:
         wanted = parse_collective(op).value
         curves = [c for c in curves if c.op == wanted]
@@ -1014,7 +1083,7 @@ def tuning_body(
 ) -> dict[str, Any]:
     """GET /v1/profiles/{name}/tuning-table."""
     collective = parse_collective(op)
-    rows = snapshot.bandwidth.tuning_table(op=collective, ranks=ranks, nodes=nodes)
+    rows = snapshot.bandwidth.provider.tuning_table(op=collective, ranks=ranks, nodes=nodes)
     return {
         "profile": snapshot.name,
         "op": collective.value,

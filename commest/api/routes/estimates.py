@@ -19,6 +19,6 @@ router = APIRouter(prefix="/v1", tags=["estimates"])
     response_model=EstimateResponse,
     responses=problem_responses(404, 422, 503),
 )
-def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> dict[str, Any]:
+async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> dict[str, Any]:
     """One layout's iteration time with every term, collective and assumption behind it."""
     return service.estimate_request_body(request=body, profiles=runtime.profiles())

@@ -1,0 +1,126 @@
+"""REST API latency: POST /v1/estimates against GET /healthz, and one POST /v1/plans.
+
+Starts the real server (uvicorn in a subprocess on a free loopback port, temporary SQLite),
+then with one keep-alive httpx client sends ~500 sequential requests of each kind and prints
+the medians and their ratio (target: estimate <= 2x healthz), and the end-to-end time of a
+plan for GPT-3 175B on 1,536 GPUs over the full layout space (target < 1 s).
+
+    python3 bench/bench_api.py [--requests 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ESTIMATE: dict[str, Any] = {
+    "model": {"preset": "gpt3-175b"},
+    "layout": {"pipeline": 8, "tensor": 8, "data": 24},
+    "training": {"global_batch_size": 1536, "micro_batch_size": 1, "recompute": "full"},
+    "cluster": {"profile": "dgx-a100-nominal"},
+    "fidelity": "detailed",
+}
+PLAN: dict[str, Any] = {
+    "model": {"preset": "gpt3-175b"},
+    "training": {"global_batch_size": 1536},
+    "cluster": {"profile": "dgx-a100-nominal"},
+    "gpus": 1536,
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "COMMEST_DATABASE_URL": f"sqlite:///{data_dir / 'bench.sqlite3'}",
+        "COMMEST_DATA_DIR": str(data_dir),
+        "COMMEST_API_TOKEN": "bench",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "commest.api.app:app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
+    process = subprocess.Popen(command, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    with httpx.Client(base_url=base, timeout=1.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.get("/readyz").status_code == 200:
+                    return process, base
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+    process.terminate()
+    process.wait()
+    raise SystemExit("the server did not start")
+
+
+def median_ms(client: httpx.Client, method: str, path: str, n: int, **kwargs: Any) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        response = client.request(method, path, **kwargs)
+        times.append(time.perf_counter() - start)
+        response.raise_for_status()
+    return statistics.median(times) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=500)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        process, base = start_server(Path(tmp))
+        try:
+            with httpx.Client(base_url=base, timeout=30.0) as client:
+                for _ in range(50):  # warm up: connection, caches, numpy paths
+                    client.get("/healthz")
+                    client.post("/v1/estimates", json=ESTIMATE)
+                health = median_ms(client, "GET", "/healthz", args.requests)
+                est = median_ms(client, "POST", "/v1/estimates", args.requests, json=ESTIMATE)
+                start = time.perf_counter()
+                response = client.post("/v1/plans", json=PLAN)
+                plan_s = time.perf_counter() - start
+                response.raise_for_status()
+                evaluated = response.json()["evaluated"]
+        finally:
+            process.terminate()
+            process.wait()
+    ratio = est / health
+    print(f"GET  /healthz       median {health:7.3f} ms over {args.requests} requests")
+    print(f"POST /v1/estimates  median {est:7.3f} ms over {args.requests} requests")
+    print(f"ratio estimate/healthz: {ratio:.2f}  (target <= 2)  {'OK' if ratio <= 2 else 'MISS'}")
+    print(
+        f"POST /v1/plans GPT-3 175B on 1536 GPUs: {plan_s * 1e3:.1f} ms end to end, "
+        f"{evaluated} layouts  (target < 1000 ms)  {'OK' if plan_s < 1 else 'MISS'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
