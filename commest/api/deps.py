@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from commest.api.service import ProfileSource, ProviderCache
+from commest.api.service import ProfileSource, ProviderCache, SnapshotCache
 from commest.errors import AuthError, UnavailableError
 from commest.profiles.db import make_engine, ping, session_factory, upgrade_database
 from commest.profiles.nominal import ensure_nominal_profiles
@@ -75,6 +75,7 @@ class Runtime:
         self._engine: Engine | None = None
         self._sessions: sessionmaker[Session] | None = None
         self.providers = ProviderCache()
+        self.snapshots = SnapshotCache()
         self._token: bytes | None = None
         self._started = False
         self._lock = threading.Lock()
@@ -133,10 +134,16 @@ class Runtime:
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
-        """A session committed on success and rolled back on error."""
+        """A session committed on success and rolled back on error.
+
+        Cached profile snapshots are invalidated when it ends (it may have written).
+        """
         self.start()
-        with self.sessions() as session, session.begin():
-            yield session
+        try:
+            with self.sessions() as session, session.begin():
+                yield session
+        finally:
+            self.snapshots.bump()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -146,8 +153,8 @@ class Runtime:
             yield connection
 
     def profiles(self) -> ProfileSource:
-        """Profiles read on their own short connections, providers cached."""
-        return ProfileSource(scope=self.read, cache=self.providers)
+        """Profiles read on their own short connections, providers and snapshots cached."""
+        return ProfileSource(scope=self.read, cache=self.providers, snapshots=self.snapshots)
 
     def profiles_in(self, session: Session) -> ProfileSource:
         """Profiles read inside an open session."""

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from sqlalchemy import Connection, bindparam, func, select
@@ -204,17 +205,89 @@ _SNAPSHOT = select(
 ).where(Profile.name == bindparam("name"))
 
 
-class ProfileSource:
-    """Profiles read from the database, with bandwidth providers from a :class:`ProviderCache`."""
+class SnapshotCache:
+    """Profile snapshots kept between requests, so a hot estimate needs no database read.
 
-    def __init__(self, *, scope: ReadScope, cache: ProviderCache) -> None:
+    An entry is used while it is younger than ``ttl_s`` and no write has been committed
+    through this process since it was read (``generation``); writes made by another process
+    (another server worker) are therefore seen within ``ttl_s``.
+    """
+
+    def __init__(self, *, ttl_s: float = 1.0, size: int = 256) -> None:
+        self.ttl_s = ttl_s
+        self._size = size
+        self.generation = 0
+        self._items: dict[str, tuple[ProfileSnapshot, float, int]] = {}
+
+    def bump(self) -> None:
+        """A write was committed: every cached snapshot may be stale."""
+        self.generation += 1
+
+    def get(self, name: str) -> ProfileSnapshot | None:
+        item = self._items.get(name)
+        if item is None:
+            return None
+        snapshot, loaded_at, generation = item
+        if generation != self.generation or time.monotonic() - loaded_at > self.ttl_s:
+            return None
+        return snapshot
+
+    def put(self, name: str, snapshot: ProfileSnapshot, *, generation: int, at: float) -> None:
+        if len(self._items) >= self._size:
+            self._items.clear()
+        self._items[name] = (snapshot, at, generation)
+
+
+class Profiles(Protocol):
+    """Where a request's ``cluster.profile`` is looked up."""
+
+    def profile(self, name: str) -> ProfileSnapshot: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedProfile:
+    """One snapshot already at hand (answers for its own name only)."""
+
+    snapshot: ProfileSnapshot
+
+    def profile(self, name: str) -> ProfileSnapshot:
+        if name != self.snapshot.name:
+            raise NotFoundError(f"no profile named {name!r}", name=name)
+        return self.snapshot
+
+
+class ProfileSource:
+    """Profiles read from the database, with bandwidth providers from a :class:`ProviderCache`
+    and, when given, whole snapshots from a :class:`SnapshotCache`."""
+
+    def __init__(
+        self,
+        *,
+        scope: ReadScope,
+        cache: ProviderCache,
+        snapshots: SnapshotCache | None = None,
+    ) -> None:
         self._scope = scope
         self._cache = cache
+        self._snapshots = snapshots
+
+    def cached(self, name: str) -> ProfileSnapshot | None:
+        """The named profile if a fresh snapshot is at hand (no database read)."""
+        return self._snapshots.get(name) if self._snapshots is not None else None
 
     def profile(self, name: str) -> ProfileSnapshot:
         """The named profile and its bandwidth provider; NotFoundError if unknown."""
+        snapshots = self._snapshots
+        if snapshots is not None:
+            hit = snapshots.get(name)
+            if hit is not None:
+                return hit
+            generation, at = snapshots.generation, time.monotonic()
         with self._scope() as connection:
-            return load_snapshot(connection=connection, name=name, cache=self._cache)
+            snapshot = load_snapshot(connection=connection, name=name, cache=self._cache)
+        if snapshots is not None:
+            snapshots.put(name, snapshot, generation=generation, at=at)
+        return snapshot
 
 
 def load_snapshot(
@@ -339,7 +412,7 @@ def _forbid_with_profile(cluster: ClusterIn) -> None:
 
 
 def _profile_cluster(
-    cluster: ClusterIn, precision: Precision, profiles: ProfileSource
+    cluster: ClusterIn, precision: Precision, profiles: Profiles
 ) -> ResolvedCluster:
     assert cluster.profile is not None
     _forbid_with_profile(cluster)
@@ -454,7 +527,7 @@ def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedClust
 
 
 def cluster_spec(
-    *, cluster: ClusterIn, precision: Precision, profiles: ProfileSource
+    *, cluster: ClusterIn, precision: Precision, profiles: Profiles
 ) -> ResolvedCluster:
     """The cluster of a request: from a stored profile or from explicit figures."""
     if cluster.profile is not None:
@@ -470,9 +543,7 @@ class Prepared:
     cluster: ResolvedCluster
 
 
-def prepare(
-    *, request: EstimateRequest | CalibrationEstimateIn, profiles: ProfileSource
-) -> Prepared:
+def prepare(*, request: EstimateRequest | CalibrationEstimateIn, profiles: Profiles) -> Prepared:
     """The scenario of an estimate request (cluster resolved)."""
     model = model_spec(model=request.model)
     training = training_spec(training=request.training)
@@ -548,14 +619,14 @@ def estimate_body(*, result: Estimate, cluster: ResolvedCluster) -> dict[str, An
 
 
 def run_estimate(
-    *, request: EstimateRequest, profiles: ProfileSource
+    *, request: EstimateRequest, profiles: Profiles
 ) -> tuple[Estimate, ResolvedCluster]:
     """The engine's estimate for a request."""
     prepared = prepare(request=request, profiles=profiles)
     return estimate(prepared.scenario), prepared.cluster
 
 
-def estimate_request_body(*, request: EstimateRequest, profiles: ProfileSource) -> dict[str, Any]:
+def estimate_request_body(*, request: EstimateRequest, profiles: Profiles) -> dict[str, Any]:
     """POST /v1/estimates."""
     result, cluster = run_estimate(request=request, profiles=profiles)
     return estimate_body(result=result, cluster=cluster)
@@ -579,7 +650,7 @@ class TrafficAnswer:
 def traffic_matrix(
     *,
     request: TrafficMatrixRequest,
-    profiles: ProfileSource,
+    profiles: Profiles,
     max_matrix_gpus: int,
     max_dense_gpus: int,
 ) -> TrafficAnswer:
@@ -713,7 +784,7 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], TrainingSpec]:
 _RECOMPUTE_BY_CODE = {0: Recompute.NONE, 1: Recompute.SELECTIVE, 2: Recompute.FULL}
 
 
-def plan_body(*, request: PlanRequest, profiles: ProfileSource, max_layouts: int) -> dict[str, Any]:
+def plan_body(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -> dict[str, Any]:
     """POST /v1/plans: every valid layout, evaluated in one pass, the best ``top_k`` shown."""
     model = model_spec(model=request.model)
     options, training = _sweep_options(request)
@@ -806,7 +877,7 @@ def baseline_dict(baseline: Baseline) -> dict[str, Any]:
 
 
 def check_body(
-    *, request: CheckRequest, profiles: ProfileSource, session_scope: SessionScope
+    *, request: CheckRequest, profiles: Profiles, session_scope: SessionScope
 ) -> dict[str, Any]:
     """POST /v1/checks: the estimate against a budget or a stored baseline."""
     budget, name = request.max_iteration_time_s, request.baseline
@@ -847,7 +918,7 @@ def check_body(
 
 
 def put_baseline(
-    *, session: Session, name: str, body: BaselinePut, profiles: ProfileSource
+    *, session: Session, name: str, body: BaselinePut, profiles: Profiles
 ) -> tuple[dict[str, Any], bool]:
     """Store a baseline: the request and its predicted (or given) time; (body, created)."""
     result, _ = run_estimate(request=body.request, profiles=profiles)
@@ -1120,7 +1191,7 @@ def _calibration_request(run: CalibrationEstimateIn, name: str, index: int) -> E
 
 
 def calibrate(
-    *, session: Session, name: str, body: CalibrationRequest, profiles: ProfileSource
+    *, session: Session, name: str, body: CalibrationRequest, profiles: Profiles
 ) -> dict[str, Any]:
     """Fit u from measured iteration times: T(u) = A/u + B from the engine at u = 1 and 0.5."""
     samples = []

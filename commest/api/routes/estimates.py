@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
 
 from commest.api import service
 from commest.api.deps import RuntimeDep
@@ -21,4 +22,12 @@ router = APIRouter(prefix="/v1", tags=["estimates"])
 )
 async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> dict[str, Any]:
     """One layout's iteration time with every term, collective and assumption behind it."""
-    return service.estimate_request_body(request=body, profiles=runtime.profiles())
+    profiles = runtime.profiles()
+    name = body.cluster.profile
+    snapshot = profiles.cached(name) if name is not None else None
+    if name is None or snapshot is not None:
+        # pure CPU, sub-millisecond: no thread hop, no database read
+        pinned = service.PinnedProfile(snapshot) if snapshot is not None else profiles
+        return service.estimate_request_body(request=body, profiles=pinned)
+    # a database read: never block the event loop on it
+    return await run_in_threadpool(service.estimate_request_body, request=body, profiles=profiles)
