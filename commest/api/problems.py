@@ -208,6 +208,17 @@ def _pool_timeout_problem(request: Request, exc: PoolTimeoutError) -> JSONRespon
     return commest_problem(request, UnavailableError("the database connection pool is exhausted"))
 
 
+def _numeric_problem(request: Request, exc: ArithmeticError) -> JSONResponse:
+    log.warning("numeric error on %s %s: %r", request.method, request.url.path, exc)
+    return problem_response(
+        request,
+        status=422,
+        title=ValidationError.title,
+        detail=f"a value is outside the range commest computes with ({exc})",
+        type_=problem_type(ValidationError, 422),
+    )
+
+
 def _internal_problem(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem_response(
@@ -241,6 +252,10 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, PoolTimeoutError)
         return _pool_timeout_problem(request, exc)
 
+    async def on_numeric(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ArithmeticError)
+        return _numeric_problem(request, exc)
+
     async def on_internal(request: Request, exc: Exception) -> JSONResponse:
         return _internal_problem(request, exc)
 
@@ -250,6 +265,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(DBAPIError, on_database)
     app.add_exception_handler(OperationalError, on_database)
     app.add_exception_handler(PoolTimeoutError, on_pool_timeout)
+    app.add_exception_handler(ArithmeticError, on_numeric)  # overflow from extreme input
     app.add_exception_handler(Exception, on_internal)
 
 

@@ -10,7 +10,7 @@ divisibility, model shape) are left to the engine, which names the field and the
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -60,8 +60,16 @@ EXAMPLE_SCALAR_C: dict[str, Any] = {
 }
 
 
+MAX_COUNT = 2**31 - 1  # what every database stores as an integer
+MAX_FLOAT = 1e15  # far beyond any figure the API takes, far below overflow
+MAX_GPU_MEMORY_GB = 1e6  # a stored profile keeps bytes in a 64-bit integer
+Count = Annotated[int, Field(le=MAX_COUNT)]  # > 0 is the engine's rule (it names the field)
+Tflops = Annotated[float, Field(gt=0, le=MAX_FLOAT)]
+DtypeKey = Annotated[str, Field(min_length=1, max_length=16)]
+
+
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 # --- estimate request parts -------------------------------------------------------------------
@@ -71,32 +79,32 @@ class ModelIn(_In):
     """A GPT-style model: a preset, explicit shape fields, or a preset plus overrides."""
 
     preset: str | None = Field(None, description="key of GET /v1/presets/models")
-    num_layers: int | None = None
-    hidden_size: int | None = None
-    num_attention_heads: int | None = None
-    seq_length: int | None = None
-    vocab_size: int | None = None
-    ffn_hidden_size: int | None = None
+    num_layers: Count | None = None
+    hidden_size: Count | None = None
+    num_attention_heads: Count | None = None
+    seq_length: Count | None = None
+    vocab_size: Count | None = None
+    ffn_hidden_size: Count | None = None
     swiglu: bool | None = None
-    num_query_groups: int | None = None
+    num_query_groups: Count | None = None
     tied_embeddings: bool | None = None
-    num_parameters: int | None = None
-    moe_num_experts: int | None = None
-    moe_top_k: int | None = None
-    moe_every_k_layers: int | None = None
-    moe_ffn_hidden_size: int | None = None
+    num_parameters: Count | None = None
+    moe_num_experts: Count | None = None
+    moe_top_k: Count | None = None
+    moe_every_k_layers: Count | None = None
+    moe_ffn_hidden_size: Count | None = None
 
 
 class LayoutIn(_In):
     """The parallel layout (p, t, d) and its refinements; defaults are Megatron's."""
 
-    pipeline: int
+    pipeline: Count
     tensor: int
-    data: int
-    virtual_stages: int = 1
+    data: Count
+    virtual_stages: Count = 1
     sequence_parallel: bool = False
-    zero_stage: int = 0
-    context_parallel: int = 1
+    zero_stage: Count = 0
+    context_parallel: Count = 1
     expert_parallel: int = 1
     rank_order: str = "tp-dp-pp"
     scatter_gather: bool = True
@@ -107,8 +115,8 @@ class LayoutIn(_In):
 class TrainingIn(_In):
     """Batch and numerics of one iteration."""
 
-    global_batch_size: int
-    micro_batch_size: int = 1
+    global_batch_size: Count
+    micro_batch_size: Count = 1
     recompute: Recompute = Recompute.FULL
     precision: Precision = Precision.FP16
     grad_reduce_precision: Precision | None = None
@@ -118,8 +126,8 @@ class PlanTrainingIn(_In):
     """Batch and numerics for a plan; micro-batch size and recompute, when given, pin the
     sweep to that value (the plan's list constraints widen it)."""
 
-    global_batch_size: int
-    micro_batch_size: int | None = None
+    global_batch_size: Count
+    micro_batch_size: Count | None = None
     recompute: Recompute | None = None
     precision: Precision = Precision.FP16
     grad_reduce_precision: Precision | None = None
@@ -128,30 +136,34 @@ class PlanTrainingIn(_In):
 class BandwidthIn(_In):
     """The paper's scalar C per kind of traffic: bus bandwidth in GB/s (10^9 B/s)."""
 
-    tp: float = Field(gt=0)
-    pp: float = Field(gt=0)
-    dp: float = Field(gt=0)
-    cp: float | None = Field(None, gt=0, description="default: tp")
-    expert: float | None = Field(None, gt=0, description="default: dp")
-    embedding_sync: float | None = Field(None, gt=0, description="default: dp")
+    tp: float = Field(gt=0, le=MAX_FLOAT)
+    pp: float = Field(gt=0, le=MAX_FLOAT)
+    dp: float = Field(gt=0, le=MAX_FLOAT)
+    cp: float | None = Field(None, gt=0, le=MAX_FLOAT, description="default: tp")
+    expert: float | None = Field(None, gt=0, le=MAX_FLOAT, description="default: dp")
+    embedding_sync: float | None = Field(None, gt=0, le=MAX_FLOAT, description="default: dp")
 
 
 class ClusterIn(_In):
     """A stored profile, or explicit figures (GPUs per node, peak, u, scalar bandwidths)."""
 
     profile: str | None = Field(None, description="name of a profile (GET /v1/profiles)")
-    gpus_per_node: int | None = None
-    peak_tflops: float | None = Field(None, gt=0, description="dense TFLOP/s per GPU")
+    gpus_per_node: Count | None = None
+    peak_tflops: float | None = Field(None, gt=0, le=MAX_FLOAT, description="dense TFLOP/s per GPU")
     utilization: float | None = Field(None, gt=0, le=1, description="u, fraction of peak")
     bandwidth_gbps: BandwidthIn | None = None
     gpu: str | None = Field(None, description="key of GET /v1/presets/gpus")
-    gpu_memory_gb: float | None = Field(None, gt=0, description="GB = 10^9 bytes")
+    gpu_memory_gb: float | None = Field(None, gt=0, le=MAX_FLOAT, description="GB = 10^9 bytes")
     memory_bandwidth_gbps: float | None = Field(
-        None, gt=0, description="HBM GB/s (default: the GPU preset's or nominal profile's)"
+        None,
+        gt=0,
+        le=MAX_FLOAT,
+        description="HBM GB/s (default: the GPU preset's or nominal profile's)",
     )
     memory_traffic_factor: float | None = Field(
         None,
         ge=0,
+        le=MAX_FLOAT,
         description="γ of the roofline refinement of compute time (detailed fidelity); "
         "default: the nominal profile's fitted γ, else 0 (pure FLOPs/(u·F))",
     )
@@ -162,7 +174,7 @@ class _ScenarioIn(_In):
     layout: LayoutIn
     training: TrainingIn
     fidelity: Fidelity = Fidelity.DETAILED
-    gpus: int | None = Field(None, description="when given, must equal p·t·d·cp")
+    gpus: Count | None = Field(None, description="when given, must equal p·t·d·cp")
 
 
 class EstimateRequest(_ScenarioIn):
@@ -225,10 +237,10 @@ class PlanRequest(_In):
     training: PlanTrainingIn
     cluster: ClusterIn
     fidelity: Fidelity = Fidelity.DETAILED
-    gpus: int = Field(gt=0)
+    gpus: int = Field(gt=0, le=MAX_COUNT)
     top_k: int = Field(10, ge=1, le=10_000)
-    max_tensor: int | None = Field(None, ge=1)
-    micro_batch_sizes: list[int] | None = Field(None, min_length=1)
+    max_tensor: int | None = Field(None, ge=1, le=MAX_COUNT)
+    micro_batch_sizes: list[Count] | None = Field(None, min_length=1, max_length=64)
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(None, min_length=1)
     recompute: list[Recompute] | None = Field(None, min_length=1)
     sequence_parallel: list[bool] | None = Field(None, min_length=1)
@@ -267,10 +279,10 @@ class CheckRequest(EstimateRequest):
         },
     )
 
-    max_iteration_time_s: float | None = Field(None, gt=0)
+    max_iteration_time_s: float | None = Field(None, gt=0, le=MAX_FLOAT)
     baseline: str | None = Field(None, pattern=NAME_PATTERN)
     tolerance: float | None = Field(
-        None, ge=0, description="fraction over the baseline allowed (default 0.05)"
+        None, ge=0, le=MAX_FLOAT, description="fraction over the baseline allowed (default 0.05)"
     )
 
 
@@ -305,7 +317,7 @@ class CalibrationRunIn(_In):
     """One layout run on the cluster and its measured iteration time."""
 
     request: CalibrationEstimateIn
-    measured_iteration_time_s: float = Field(gt=0)
+    measured_iteration_time_s: float = Field(gt=0, le=MAX_FLOAT)
     label: str | None = Field(None, max_length=200)
 
 
@@ -359,10 +371,10 @@ class ProfileCreate(_In):
     name: str = Field(pattern=NAME_PATTERN)
     gpu_model: str = Field(min_length=1, max_length=64)
     gpus_per_node: int = Field(ge=1, le=1024)
-    peak_tflops: float | None = Field(None, gt=0)
-    peak_tflops_by_dtype: dict[str, float] | None = None
+    peak_tflops: float | None = Field(None, gt=0, le=MAX_FLOAT)
+    peak_tflops_by_dtype: dict[DtypeKey, Tflops] | None = Field(None, max_length=32)
     utilization: float | None = Field(None, gt=0, le=1)
-    gpu_memory_gb: float | None = Field(None, gt=0)
+    gpu_memory_gb: float | None = Field(None, gt=0, le=MAX_GPU_MEMORY_GB)
     description: str = Field("", max_length=10_000)
 
 
@@ -372,10 +384,10 @@ class ProfileUpdate(_In):
     name: str | None = Field(None, pattern=NAME_PATTERN)
     gpu_model: str | None = Field(None, min_length=1, max_length=64)
     gpus_per_node: int | None = Field(None, ge=1, le=1024)
-    peak_tflops: float | None = Field(None, gt=0)
-    peak_tflops_by_dtype: dict[str, float] | None = None
+    peak_tflops: float | None = Field(None, gt=0, le=MAX_FLOAT)
+    peak_tflops_by_dtype: dict[DtypeKey, Tflops] | None = Field(None, max_length=32)
     utilization: float | None = Field(None, gt=0, le=1)
-    gpu_memory_gb: float | None = Field(None, gt=0)
+    gpu_memory_gb: float | None = Field(None, gt=0, le=MAX_GPU_MEMORY_GB)
     description: str | None = Field(None, max_length=10_000)
 
 

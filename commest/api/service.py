@@ -559,8 +559,18 @@ def prepare(*, request: EstimateRequest | CalibrationEstimateIn, profiles: Profi
 # --- estimates ----------------------------------------------------------------------------------
 
 
+def _require_finite(value: float, what: str) -> None:
+    if not math.isfinite(value):
+        raise ValidationError(
+            "cluster",
+            what,
+            "the figures give a non-finite time; check peak_tflops, utilization, bandwidths",
+        )
+
+
 def estimate_body(*, result: Estimate, cluster: ResolvedCluster) -> dict[str, Any]:
     """The response body of an estimate."""
+    _require_finite(result.iteration_time_s, "iteration_time_s")
     mem = result.memory
     tp = result.throughput
     return {
@@ -801,6 +811,8 @@ def plan_body(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -> 
     )
     res = found.result
     top = found.order[: request.top_k]
+    if len(top) and not np.isfinite(res.iteration_s[top]).all():
+        _require_finite(math.inf, "iteration_time_s")
     cols = {name: res.layouts.columns[name][top] for name in ("p", "t", "d", "b", "v")}
     flags = {name: res.layouts.columns[name][top] for name in ("sp", "zero", "recompute")}
     iteration = res.iteration_s[top]

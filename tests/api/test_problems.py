@@ -35,3 +35,23 @@ def test_huge_values_in_errors_are_truncated(client) -> None:
     bad = {**ESTIMATE, "fidelity": "x" * 5000}
     body = assert_problem(client.post("/v1/estimates", json=bad), 422, field="fidelity")
     assert len(body["value"]) < 300
+
+
+def test_infinity_and_huge_numbers_are_422_not_500(client) -> None:
+    raw = (
+        b'{"model": {"preset": "gpt3-175b"}, "layout": {"pipeline": 8, "tensor": 8, "data": 24},'
+        b' "training": {"global_batch_size": 1536}, "cluster": {"profile": "dgx-a100-nominal",'
+        b' "peak_tflops": Infinity}}'
+    )
+    response = client.post(
+        "/v1/estimates", content=raw, headers={"Content-Type": "application/json"}
+    )
+    assert_problem(response, 422, field="cluster.peak_tflops")
+    huge = {**ESTIMATE, "layout": {**ESTIMATE["layout"], "data": 10**30}}
+    assert_problem(client.post("/v1/estimates", json=huge), 422, field="layout.data")
+    assert_problem(client.get("/v1/profiles", params={"offset": 10**30}), 422, field="offset")
+
+
+def test_a_vanishing_peak_is_422_not_a_non_finite_answer(client) -> None:
+    tiny = {**ESTIMATE, "cluster": {"profile": "dgx-a100-nominal", "peak_tflops": 1e-320}}
+    assert_problem(client.post("/v1/estimates", json=tiny), 422)

@@ -40,7 +40,7 @@ def create_profile(body: ProfileCreate, runtime: RuntimeDep, response: Response)
 @router.get("", response_model=ProfilesPage, responses=problem_responses(422, 503))
 def list_profiles(
     runtime: RuntimeDep,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
     """Profiles by name, one page at a time."""

@@ -32,6 +32,8 @@ from commest.profiles import repository
 
 router = APIRouter(prefix="/v1/profiles", tags=["runs"])
 
+MAX_RANKS = 10_000_000
+
 _UPLOAD_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -191,8 +193,12 @@ async def upload_runs(
     response: Response,
     runtime: RuntimeDep,
     op: Annotated[str | None, Query(description="collective, if the text omits it")] = None,
-    ranks: Annotated[int | None, Query(ge=1, description="rank count, if omitted")] = None,
-    nodes: Annotated[int | None, Query(ge=1, description="node count, if omitted")] = None,
+    ranks: Annotated[
+        int | None, Query(ge=1, le=MAX_RANKS, description="rank count, if omitted")
+    ] = None,
+    nodes: Annotated[
+        int | None, Query(ge=1, le=MAX_RANKS, description="node count, if omitted")
+    ] = None,
     backend: Annotated[str | None, Query(max_length=32)] = None,
     dtype: Annotated[str | None, Query(max_length=16)] = None,
 ) -> Any:
@@ -236,9 +242,11 @@ def bandwidth(
     name: str,
     runtime: RuntimeDep,
     op: Annotated[str, Query(description="collective, e.g. all_reduce")],
-    ranks: Annotated[int, Query(ge=1)],
-    nodes: Annotated[int, Query(ge=1)],
-    size_bytes: Annotated[float, Query(alias="bytes", gt=0, description="message size")],
+    ranks: Annotated[int, Query(ge=1, le=MAX_RANKS)],
+    nodes: Annotated[int, Query(ge=1, le=MAX_RANKS)],
+    size_bytes: Annotated[
+        float, Query(alias="bytes", gt=0, le=1e15, allow_inf_nan=False, description="message size")
+    ],
 ) -> Any:
     """Effective bus bandwidth of a collective at a scale and size, and how it was obtained."""
     snapshot = runtime.profiles().profile(name)
@@ -280,8 +288,8 @@ def tuning_table(
     name: str,
     runtime: RuntimeDep,
     op: Annotated[str, Query()],
-    ranks: Annotated[int, Query(ge=1)],
-    nodes: Annotated[int | None, Query(ge=1)] = None,
+    ranks: Annotated[int, Query(ge=1, le=MAX_RANKS)],
+    nodes: Annotated[int | None, Query(ge=1, le=MAX_RANKS)] = None,
 ) -> Any:
     """Per message size, the fastest backend among the stored runs."""
     snapshot = runtime.profiles().profile(name)
