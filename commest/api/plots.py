@@ -31,8 +31,11 @@ def _png(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
-def traffic_heatmap(matrix: FloatArray, *, level: str, title: str) -> bytes:
-    """A heatmap of bytes per iteration from row (sender) to column (receiver), log colours."""
+def traffic_heatmap(matrix: FloatArray, *, level: str, title: str, block: int = 1) -> bytes:
+    """A heatmap of bytes per iteration from row (sender) to column (receiver), log colours.
+
+    ``block`` > 1: each cell sums a block×block square of endpoints (said on the axes).
+    """
     size = matrix.shape[0]
     fig = Figure(figsize=(7.5, 6.2), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
@@ -47,6 +50,8 @@ def traffic_heatmap(matrix: FloatArray, *, level: str, title: str) -> bytes:
     bar = fig.colorbar(image, ax=ax)
     bar.set_label("bytes per iteration (log scale; blank = none)")
     unit = "GPU" if level == "gpu" else "node"
+    if block > 1:
+        unit = f"{unit} block ({block} {unit}s per cell)"
     ax.set_xlabel(f"destination {unit}")
     ax.set_ylabel(f"source {unit}")
     ax.set_title(title, fontsize=10)

@@ -58,6 +58,7 @@ from commest.estimator import (
 from commest.estimator.bandwidth import (
     BandwidthAnswer,
     Collective,
+    FloatArray,
     Num,
     TrafficKind,
     bus_factor,
@@ -720,6 +721,20 @@ def traffic_json(*, answer: TrafficAnswer) -> dict[str, Any]:
         "totals": {"bytes": t.total_bytes, "by_kind": by_kind, "entries": len(t)},
         "iteration_time_s": answer.result.iteration_time_s,
     }
+
+
+def binned_matrix(*, traffic: SparseTraffic, max_cells: int = 512) -> tuple[FloatArray, int]:
+    """The dense matrix summed over kinds, in blocks of k×k endpoints so that it has at most
+    ``max_cells`` rows (k = 1 when it already fits); built from the sparse entries directly."""
+    size = traffic.size
+    k = max(1, -(-size // max_cells))
+    cells = -(-size // k)
+    flat = np.bincount(
+        (traffic.src // k) * cells + traffic.dst // k,
+        weights=traffic.bytes,
+        minlength=cells * cells,
+    )
+    return flat.astype(np.float64, copy=False).reshape(cells, cells), k
 
 
 def traffic_csv_lines(*, answer: TrafficAnswer) -> Iterator[str]:
