@@ -1,8 +1,9 @@
 """REST API latency: POST /v1/estimates against GET /healthz, and one POST /v1/plans.
 
 Starts the real server (uvicorn in a subprocess on a free loopback port, temporary SQLite),
-then with one keep-alive httpx client sends ~500 sequential requests of each kind and prints
-the medians and their ratio (target: estimate <= 2x healthz), and the end-to-end time of a
+then with one keep-alive httpx client sends ~500 sequential requests of each kind (alternating,
+so that machine noise hits both alike) and prints the medians and their ratio (target:
+estimate <= 2x healthz), and the end-to-end time of a
 plan for GPT-3 175B on 1,536 GPUs over the full layout space (target < 1 s).
 
     python3 bench/bench_api.py [--requests 500]
@@ -81,14 +82,21 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("the server did not start")
 
 
-def median_ms(client: httpx.Client, method: str, path: str, n: int, **kwargs: Any) -> float:
-    times = []
+def timed_s(client: httpx.Client, method: str, path: str, **kwargs: Any) -> float:
+    start = time.perf_counter()
+    response = client.request(method, path, **kwargs)
+    elapsed = time.perf_counter() - start
+    response.raise_for_status()
+    return elapsed
+
+
+def interleaved_medians_ms(client: httpx.Client, n: int) -> tuple[float, float]:
+    """Medians of healthz and estimate, sampled alternately so drift hits both alike."""
+    health, est = [], []
     for _ in range(n):
-        start = time.perf_counter()
-        response = client.request(method, path, **kwargs)
-        times.append(time.perf_counter() - start)
-        response.raise_for_status()
-    return statistics.median(times) * 1e3
+        health.append(timed_s(client, "GET", "/healthz"))
+        est.append(timed_s(client, "POST", "/v1/estimates", json=ESTIMATE))
+    return statistics.median(health) * 1e3, statistics.median(est) * 1e3
 
 
 def main() -> None:
@@ -102,13 +110,10 @@ def main() -> None:
                 for _ in range(50):  # warm up: connection, caches, numpy paths
                     client.get("/healthz")
                     client.post("/v1/estimates", json=ESTIMATE)
-                health = median_ms(client, "GET", "/healthz", args.requests)
-                est = median_ms(client, "POST", "/v1/estimates", args.requests, json=ESTIMATE)
-                start = time.perf_counter()
-                response = client.post("/v1/plans", json=PLAN)
-                plan_s = time.perf_counter() - start
-                response.raise_for_status()
-                evaluated = response.json()["evaluated"]
+                health, est = interleaved_medians_ms(client, args.requests)
+                plans = [timed_s(client, "POST", "/v1/plans", json=PLAN) for _ in range(5)]
+                evaluated = client.post("/v1/plans", json=PLAN).json()["evaluated"]
+                plan_s = max(plans)
         finally:
             process.terminate()
             process.wait()
@@ -117,8 +122,9 @@ def main() -> None:
     print(f"POST /v1/estimates  median {est:7.3f} ms over {args.requests} requests")
     print(f"ratio estimate/healthz: {ratio:.2f}  (target <= 2)  {'OK' if ratio <= 2 else 'MISS'}")
     print(
-        f"POST /v1/plans GPT-3 175B on 1536 GPUs: {plan_s * 1e3:.1f} ms end to end, "
-        f"{evaluated} layouts  (target < 1000 ms)  {'OK' if plan_s < 1 else 'MISS'}"
+        f"POST /v1/plans GPT-3 175B on 1536 GPUs: worst of 5 {plan_s * 1e3:.1f} ms end to end "
+        f"(median {statistics.median(plans) * 1e3:.1f} ms), {evaluated} layouts  "
+        f"(target < 1000 ms)  {'OK' if plan_s < 1 else 'MISS'}"
     )
 
 
