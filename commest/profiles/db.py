@@ -15,7 +15,9 @@ a plain ``postgresql://`` or ``postgres://`` URL is switched to that driver.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,9 +67,24 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     try:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _set_wal(cursor)
     finally:
         cursor.close()
+
+
+def _set_wal(cursor: Any) -> None:
+    # Switching a fresh file to WAL needs an exclusive lock, and SQLite answers "database is
+    # locked" at once (no busy handler) while another process, e.g. a second server
+    # migrating the same file, holds one: retry within the busy timeout.
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _sqlite_on_begin(connection: Any) -> None:
