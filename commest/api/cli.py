@@ -1023,9 +1023,38 @@ def db_upgrade() -> None:
     typer.echo(f"{shown} at revision {revision}")
 
 
+GLOBAL_OPTIONS = ("--server", "--token")
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move ``--server``/``--token`` given after the verb to the front.
+
+    Both are options of the root command, but users write them where they read naturally
+    (``commest estimate --request f.json --server URL``); accept both places.
+    """
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.split("=", 1)[0]
+        if name in GLOBAL_OPTIONS and i > 0:
+            if "=" in arg:
+                front.append(arg)
+            elif i + 1 < len(argv):
+                front += [arg, argv[i + 1]]
+                i += 1
+            else:
+                rest.append(arg)  # a dangling option: let typer name the error
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
 def main() -> None:
     """The console-script entry point."""
-    app()
+    app(args=hoist_global_options(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -631,3 +631,19 @@ def test_remote_server_answers_like_the_local_service(env: Path, live_server: st
     assert "remote-lab" in {p["name"] for p in json.loads(listed.stdout)["profiles"]}
     # the local database is another one: the profile is not there
     assert run("profile", "show", "remote-lab").exit_code == 2
+
+
+def test_server_and_token_are_accepted_after_the_verb_too() -> None:
+    from commest.api.cli import hoist_global_options
+
+    argv = ["estimate", "--request", "f.json", "--server", "http://h:1", "--token=t"]
+    assert hoist_global_options(argv) == [
+        "--server",
+        "http://h:1",
+        "--token=t",
+        "estimate",
+        "--request",
+        "f.json",
+    ]
+    assert hoist_global_options(["--server", "u", "plan"]) == ["--server", "u", "plan"]
+    assert hoist_global_options(["check", "--server"]) == ["check", "--server"]
