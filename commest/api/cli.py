@@ -157,7 +157,15 @@ class Service:
         except httpx.TransportError as exc:
             _die(f"cannot reach the commest service at {self.where}: {exc}", EXIT_UNAVAILABLE)
         if response.status_code >= 400:
-            _die(problem_line(response), exit_code_for_status(response.status_code))
+            line = problem_line(response)
+            if response.status_code == 401 and "authorization" not in {
+                k.lower() for k in self.client.headers
+            }:
+                line += (
+                    "; pass --token or set COMMEST_API_TOKEN (a server without a configured "
+                    "token keeps the one it made in <data_dir>/api-token)"
+                )
+            _die(line, exit_code_for_status(response.status_code))
         return response
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
