@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from commest.api.app import create_app
+from commest.api.schemas import EXAMPLE_ESTIMATE, EXAMPLE_SCALAR_C
 from commest.settings import Settings
 from tests.conftest import TEST_TOKEN
 
@@ -27,45 +28,9 @@ with warnings.catch_warnings():
 FIXTURES = Path(__file__).resolve().parents[1] / "profiles" / "fixtures"
 AUTH = {"Authorization": f"Bearer {TEST_TOKEN}"}
 
-ESTIMATE: dict[str, Any] = {
-    "model": {"preset": "gpt3-175b"},
-    "layout": {
-        "pipeline": 8,
-        "tensor": 8,
-        "data": 24,
-        "virtual_stages": 1,
-        "sequence_parallel": False,
-        "zero_stage": 0,
-    },
-    "training": {
-        "global_batch_size": 1536,
-        "micro_batch_size": 1,
-        "recompute": "full",
-        "precision": "fp16",
-    },
-    "cluster": {"profile": "dgx-a100-nominal", "utilization": 0.5},
-    "fidelity": "detailed",
-}
-
-SCALAR_C: dict[str, Any] = {
-    "model": {
-        "num_layers": 96,
-        "hidden_size": 12288,
-        "num_attention_heads": 96,
-        "seq_length": 2048,
-        "vocab_size": 51200,
-    },
-    "layout": {"pipeline": 8, "tensor": 8, "data": 24},
-    "training": {"global_batch_size": 1536, "micro_batch_size": 1, "recompute": "full"},
-    "cluster": {
-        "gpus_per_node": 8,
-        "peak_tflops": 312,
-        "utilization": 0.5,
-        "bandwidth_gbps": {"tp": 200, "pp": 20, "dp": 20},
-        "gpu_memory_gb": 80,
-    },
-    "fidelity": "paper",
-}
+# The OpenAPI examples themselves: the tests prove the published examples work.
+ESTIMATE: dict[str, Any] = copy.deepcopy(EXAMPLE_ESTIMATE)
+SCALAR_C: dict[str, Any] = copy.deepcopy(EXAMPLE_SCALAR_C)
 
 
 def request(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
