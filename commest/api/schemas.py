@@ -120,6 +120,11 @@ class TrainingIn(_In):
     recompute: Recompute = Recompute.FULL
     precision: Precision = Precision.FP16
     grad_reduce_precision: Precision | None = None
+    flash_attention: bool = Field(
+        True,
+        description="FlashAttention: no materialised s² scores (memory, HBM traffic); "
+        "false for runs without it (Megatron-LM before 2023)",
+    )
 
 
 class PlanTrainingIn(_In):
@@ -131,6 +136,11 @@ class PlanTrainingIn(_In):
     recompute: Recompute | None = None
     precision: Precision = Precision.FP16
     grad_reduce_precision: Precision | None = None
+    flash_attention: bool = Field(
+        True,
+        description="FlashAttention: no materialised s² scores (memory, HBM traffic); "
+        "false for runs without it (Megatron-LM before 2023)",
+    )
 
 
 class BandwidthIn(_In):

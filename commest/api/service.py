@@ -351,6 +351,7 @@ def training_spec(*, training: TrainingIn) -> TrainingSpec:
         recompute=training.recompute,
         precision=training.precision,
         grad_reduce_precision=training.grad_reduce_precision,
+        flash_attention=training.flash_attention,
     )
 
 
@@ -802,6 +803,7 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], TrainingSpec]:
         micro_batch_size=1,  # swept
         precision=tr.precision,
         grad_reduce_precision=tr.grad_reduce_precision,
+        flash_attention=tr.flash_attention,
     )
     return options, training
 

@@ -265,6 +265,10 @@ def assumptions(scenario: Scenario) -> list[str]:
                 Recompute.NONE: "nothing is replayed",
             }[tr.recompute],
             "TP: one more all-reduce per micro-batch for the output layer's input gradient",
+            "FlashAttention: the s² attention scores are neither stored nor streamed"
+            if tr.flash_attention
+            else "no FlashAttention: the s² attention scores are materialised (activation "
+            "memory and, with γ > 0, HBM traffic)",
             "bandwidth per collective from the provider at its actual message size, rank "
             "count and nodes spanned (rank order " + lay.rank_order + ")",
             "memory: mixed-precision Adam (2+4+12 bytes/parameter), activations per "

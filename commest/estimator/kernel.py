@@ -381,7 +381,9 @@ def evaluate(
         # (Korthikanti et al. 2022 Table 2), scaled to β bytes; 3 passes (+1 replayed).
         sbh = b * (s / cp) * h
         linear = _where(sp, 34.0 / t, 10.0 + 24.0 / t) * sbh
-        attention = 5.0 * float(model.num_attention_heads) * s / h / t * sbh
+        # FlashAttention never materialises the s² scores: no attention part.
+        flash = 0.0 if training.flash_attention else 1.0
+        attention = flash * 5.0 * float(model.num_attention_heads) * s / h / t * sbh
         passes = 3.0 + full
         elementwise_bytes = (
             memory_traffic_factor
@@ -508,7 +510,8 @@ def _memory(
     sp = lay.sp * _gt(t, 1.0)
     full = _eq(lay.recompute, 2.0)
     selective = _eq(lay.recompute, 1.0)
-    attn = 5.0 * a * s / h  # the s² term, dropped by selective recompute
+    # The s² term: dropped by selective recompute, and never stored with FlashAttention.
+    attn = 0.0 if training.flash_attention else 5.0 * a * s / h
     no_sp = sbh * (10.0 + 24.0 / t + (1.0 - selective) * attn / t)
     with_sp = sbh / t * (34.0 + (1.0 - selective) * attn)
     per_layer = _where(sp, with_sp, no_sp)

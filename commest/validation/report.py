@@ -170,6 +170,8 @@ def load_runs() -> tuple[list[PublishedRun], list[Excluded]]:
             micro_batch_size=_int(row["micro_batch_size"], 1) or 1,
             recompute=(row["recompute"] or "full"),  # type: ignore[arg-type]
             precision=(row["precision"] or "fp16"),  # type: ignore[arg-type]
+            # Every run in the set predates Megatron-LM's FlashAttention support (2023).
+            flash_attention=False,
         )
         layout = LayoutSpec(
             pipeline=p,

@@ -265,7 +265,7 @@ def test_memory_matches_korthikanti_table2_with_sequence_parallel_no_recompute()
         bandwidth=FixedBandwidth(200, 20, 20),
         gpu_memory_bytes=80e9,
     )
-    tr = TrainingSpec(global_batch_size=64, recompute="none")
+    tr = TrainingSpec(global_batch_size=64, recompute="none", flash_attention=False)
     e = estimate(
         Scenario(
             model, tr, LayoutSpec(pipeline=8, tensor=8, data=1, sequence_parallel=True), cluster
@@ -338,3 +338,34 @@ def test_assumptions_name_every_refinement(gpt3, training, cluster) -> None:
     for word in ("interleaved", "sequence parallel", "ZeRO-1", "DP overlap", "tied"):
         assert word in text
     assert not math.isnan(estimate(Scenario(gpt3, training, layout, cluster)).iteration_time_s)
+
+
+def test_flash_attention_drops_exactly_the_attention_score_memory(gpt3, cluster) -> None:
+    # Korthikanti et al. 2022 Table 2: the 5·a·s/h term is the materialised s² scores,
+    # which FlashAttention never stores.
+    layout = LayoutSpec(pipeline=8, tensor=8, data=1, sequence_parallel=True)
+
+    def act(flash: bool) -> float:
+        tr = TrainingSpec(global_batch_size=64, recompute="none", flash_attention=flash)
+        return estimate(Scenario(gpt3, tr, layout, cluster)).memory.activations_bytes
+
+    s, b, h, a, t, l = 2048, 1, 12288, 96, 8, 96
+    assert act(False) - act(True) == pytest.approx(s * b * h / t * 5 * a * s / h * l, rel=EXACT)
+
+
+def test_flash_attention_removes_the_attention_hbm_traffic_from_compute(gpt3) -> None:
+    cluster = ClusterSpec(
+        gpus_per_node=8,
+        peak_flops=312e12,
+        utilization=0.6,
+        bandwidth=FixedBandwidth(200, 20, 20),
+        memory_bandwidth_gbps=2039.0,
+        memory_traffic_factor=2.4,
+    )
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+    flash = estimate(Scenario(gpt3, TrainingSpec(global_batch_size=1536), layout, cluster))
+    plain = estimate(
+        Scenario(gpt3, TrainingSpec(global_batch_size=1536, flash_attention=False), layout, cluster)
+    )
+    assert flash.breakdown.compute_s < plain.breakdown.compute_s
+    assert flash.hardware_flops == plain.hardware_flops
