@@ -28,6 +28,8 @@ INT_COLUMNS = (
     "pipeline",
     "data",
     "virtual_stages",
+    "first_stage_layers",
+    "last_stage_layers",
     "global_batch_size",
     "micro_batch_size",
 )

@@ -48,6 +48,8 @@ _INT_FLAGS = frozenset(
         "pipeline-model-parallel-size",
         "num-layers-per-virtual-pipeline-stage",
         "virtual-pipeline-model-parallel-size",
+        "decoder-first-pipeline-num-layers",
+        "decoder-last-pipeline-num-layers",
         "context-parallel-size",
         "expert-model-parallel-size",
         "num-experts",
@@ -354,4 +356,11 @@ def parse_megatron_args(
         found.get("bf16") and not found.get("grad-reduce-in-bf16")
     ):
         training["grad_reduce_precision"] = "fp32"
+    for flag, key in (
+        ("decoder-first-pipeline-num-layers", "first_stage_layers"),
+        ("decoder-last-pipeline-num-layers", "last_stage_layers"),
+    ):
+        value = _int(found, flag)
+        if value is not None:
+            layout[key] = value
     return MegatronArgs({"model": model, "layout": layout, "training": training}, notes)

@@ -110,6 +110,12 @@ class LayoutIn(_In):
     scatter_gather: bool = True
     overlap_dp: bool = False
     overlap_tp: bool = False
+    first_stage_layers: Count | None = Field(
+        None, description="layers on the first pipeline stage (Megatron's uneven split)"
+    )
+    last_stage_layers: Count | None = Field(
+        None, description="layers on the last pipeline stage (Megatron's uneven split)"
+    )
 
 
 class TrainingIn(_In):

@@ -142,6 +142,8 @@ def layout_vars(scenario: Scenario) -> LayoutVars:
         sg=1.0 if lay.scatter_gather else 0.0,
         overlap_dp=1.0 if lay.overlap_dp else 0.0,
         overlap_tp=1.0 if lay.overlap_tp else 0.0,
+        first_layers=float(lay.first_stage_layers or 0),
+        last_layers=float(lay.last_stage_layers or 0),
     )
 
 
@@ -327,6 +329,16 @@ def assumptions(scenario: Scenario) -> list[str]:
                 "TP overlap: TP collectives hidden behind the layer GEMMs; exposed = "
                 "max(0, T_TP − T_comp)"
             )
+    if lay.first_stage_layers or lay.last_stage_layers:
+        out.append(
+            f"uneven pipeline: first stage {lay.first_stage_layers or 'even'}, last stage "
+            f"{lay.last_stage_layers or 'even'} layers; the slowest stage sets the pace"
+            + (
+                " (paper fidelity ignores the split: N/(p·t) per GPU)"
+                if scenario.fidelity is Fidelity.PAPER
+                else ""
+            )
+        )
     if lay.virtual_stages == 1 and lay.pipeline > 1:
         out.append("1F1B schedule: bubble = (p−1)·(T_comp + T_TP + T_PP) per micro-batch")
     return out

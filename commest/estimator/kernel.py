@@ -74,10 +74,11 @@ def _eq(a: Num, b: float) -> Num:
     return 1.0 if a == b else 0.0
 
 
-def _gt(a: Num, b: float) -> Num:
+def _gt(a: Num, b: Num) -> Num:
     """1.0 where a > b else 0.0."""
-    if isinstance(a, np.ndarray):
-        return (a > b).astype(np.float64)
+    if type(a) is _ARRAY or type(b) is _ARRAY:
+        flags: Num = (np.asarray(a) > b).astype(np.float64)
+        return flags
     return 1.0 if a > b else 0.0
 
 
@@ -98,6 +99,8 @@ class LayoutVars:
     sg: Num = 1.0
     overlap_dp: Num = 0.0
     overlap_tp: Num = 0.0
+    first_layers: Num = 0.0  # layers on the first stage; 0: an even split
+    last_layers: Num = 0.0  # layers on the last stage; 0: an even split
 
 
 @dataclass(slots=True)
@@ -235,6 +238,13 @@ def evaluate(
     )
     moe_layers = float(model.num_moe_layers)
     dense_layers = l - moe_layers
+    # Layers per stage: an even split, or Megatron's uneven first/last stages
+    # (--decoder-first/last-pipeline-num-layers) with the rest spread evenly in between.
+    has_first, has_last = _gt(lay.first_layers, 0.0), _gt(lay.last_layers, 0.0)
+    middle_stages = p - has_first - has_last
+    mid_layers = (l - lay.first_layers - lay.last_layers) / _max(middle_stages, 1.0)
+    first_layers = _where(has_first, lay.first_layers, mid_layers)
+    last_layers = _where(has_last, lay.last_layers, mid_layers)
 
     if paper:
         # The seed: FLOP_mb = 8·N/(p·t)·b·s (6 without full recompute).
@@ -265,19 +275,28 @@ def evaluate(
         bwd_fraction: Num = 0.0 * p
     else:
         tokens = b * s / cp
-        fwd_dense = layer_forward_flops(model, tokens, s, moe=False)
-        stage_fwd = dense_layers / p * fwd_dense
+        layer_fwd = dense_layers / l * layer_forward_flops(model, tokens, s, moe=False)
         if moe_layers:
-            stage_fwd = stage_fwd + moe_layers / p * layer_forward_flops(model, tokens, s, moe=True)
-        replay = full * stage_fwd + selective * (l / p) * attention_core_forward_flops(
+            layer_fwd = layer_fwd + moe_layers / l * layer_forward_flops(model, tokens, s, moe=True)
+        logit_fwd = logit_forward_flops(model, tokens)
+        # The pipeline's pace is its slowest stage: the last (its layers + the logit layer)
+        # unless a middle stage has more work (uneven splits give the last stage fewer).
+        middle_paces = _gt(middle_stages, 0.0) * _gt(
+            mid_layers * layer_fwd, last_layers * layer_fwd + logit_fwd
+        )
+        stage_layers = _where(middle_paces, mid_layers, last_layers)
+        logits_here = 1.0 - middle_paces
+        stage_fwd = stage_layers * layer_fwd
+        replay = full * stage_fwd + selective * stage_layers * attention_core_forward_flops(
             model, tokens, s
         )
-        flops_mb = (3.0 * stage_fwd + replay + 3.0 * logit_forward_flops(model, tokens)) / t
+        flops_mb = (3.0 * stage_fwd + replay + logits_here * 3.0 * logit_fwd) / t
         bwd_fraction = (2.0 + full) / (3.0 + full)
 
         s_act = beta * b * (s / cp) * h
         per_layer = 4.0 + 2.0 * full  # 2 fwd + 2 bwd all-reduces, +2 replayed (SC21 §2.3)
-        tp_count = l / p * per_layer + 1.0  # + the output layer's input-gradient all-reduce
+        # + the output layer's input-gradient all-reduce on the stage with the logits
+        tp_count = stage_layers * per_layer + logits_here
         add(TrafficKind.TP, Collective.ALL_REDUCE, t, nodes_tp, s_act, tp_count * (1.0 - sp), True)
         add(TrafficKind.TP, Collective.REDUCE_SCATTER, t, nodes_tp, s_act, tp_count * sp, True)
         add(TrafficKind.TP, Collective.ALL_GATHER, t, nodes_tp, s_act, tp_count * sp, True)
@@ -289,10 +308,10 @@ def evaluate(
             cp,
             nodes_cp,
             kv_bytes,
-            l / p * (2.0 + full),
+            stage_layers * (2.0 + full),
             True,
         )
-        add(TrafficKind.CP, Collective.REDUCE_SCATTER, cp, nodes_cp, kv_bytes, l / p, True)
+        add(TrafficKind.CP, Collective.REDUCE_SCATTER, cp, nodes_cp, kv_bytes, stage_layers, True)
 
         split = _max(lay.sg * _gt(t, 1.0), sp)  # scatter/gather or SP: send 1/t of it
         pp_count = 2.0 * v * has_pp
@@ -320,14 +339,17 @@ def evaluate(
 
         emb = embedding_parameters(model)
         dense_layer_params = layer_parameters(model, moe=False)
-        stage_dense = dense_layers / p * dense_layer_params + emb
+        # The stage with the most parameters: the first (it holds the embeddings) or a
+        # fuller middle one.
+        layer_params = dense_layers / l * dense_layer_params
         expert_stage: Num = 0.0 * p
         if moe_layers:
             attn_ln = _attention_ln_parameters(model)
             router = h * model.moe_num_experts
             experts = layer_parameters(model, moe=True) - attn_ln - router
-            stage_dense = stage_dense + moe_layers / p * (attn_ln + router)
-            expert_stage = moe_layers / p * experts
+            layer_params = layer_params + moe_layers / l * (attn_ln + router)
+            expert_stage = _max(first_layers, mid_layers) * (moe_layers / l) * experts
+        stage_dense = _max(first_layers * layer_params + emb, mid_layers * layer_params)
         dense_gpu_params = stage_dense / t
         expert_gpu_params = expert_stage / (ep * t)
         gpu_params = dense_gpu_params + expert_gpu_params
@@ -369,7 +391,7 @@ def evaluate(
                 ep,
                 nodes_ep,
                 a2a_bytes,
-                moe_layers / p * (4.0 + 2.0 * full),
+                stage_layers * (moe_layers / l) * (4.0 + 2.0 * full),
                 True,
             )
 
@@ -388,7 +410,7 @@ def evaluate(
         elementwise_bytes = (
             memory_traffic_factor
             * (beta / 2.0)
-            * (l / p)
+            * stage_layers
             * (passes * linear + (passes + selective) * attention)
         )
         compute_mb = compute_mb + elementwise_bytes / (memory_bandwidth_gbps * 1e9)
@@ -457,7 +479,14 @@ def evaluate(
         hardware_flops=hardware_flops,
     )
     result.memory = _memory(
-        model, training, lay, m, dense_gpu_params, expert_gpu_params, gpu_memory_bytes
+        model,
+        training,
+        lay,
+        m,
+        dense_gpu_params,
+        expert_gpu_params,
+        gpu_memory_bytes,
+        first_layers,
     )
     return result
 
@@ -475,6 +504,7 @@ def _memory(
     dense_params: Num,
     expert_params: Num,
     capacity: float | None,
+    first_layers: Num,
 ) -> dict[str, Num]:
     """Bytes per GPU on the first stage (Korthikanti et al. 2022 §4, Table 2).
 
@@ -517,7 +547,7 @@ def _memory(
     per_layer = _where(sp, with_sp, no_sp)
     per_layer = _where(full, 2.0 * sbh / _where(sp, t, 1.0), per_layer)
     in_flight = _min(p, m) * (1.0 + (p - 1.0) / (p * v) * _gt(v, 1.0))
-    activations = per_layer * float(model.num_layers) / p * in_flight
+    activations = per_layer * first_layers * in_flight
     total = weights + grads + optim + activations
     memory: dict[str, Num] = {
         "weights": weights,

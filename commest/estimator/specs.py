@@ -242,6 +242,10 @@ class LayoutSpec:
     scatter_gather: bool = True  # Megatron's scatter/gather of PP sends over the TP group
     overlap_dp: bool = False  # DP gradient reduction hidden behind the backward pass
     overlap_tp: bool = False  # TP communication overlapped with the GEMMs
+    # Megatron's uneven split (--decoder-first/last-pipeline-num-layers): layers on the first
+    # and last stage; the rest spread evenly over the stages in between.
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -254,6 +258,12 @@ class LayoutSpec:
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise LayoutError(f"layout.{name}", value, "must be a whole number > 0")
+        for name in ("first_stage_layers", "last_stage_layers"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
                 raise LayoutError(f"layout.{name}", value, "must be a whole number > 0")
         if self.zero_stage not in (0, 1, 2, 3):
             raise LayoutError("layout.zero_stage", self.zero_stage, "must be 0, 1, 2 or 3")
@@ -384,12 +394,7 @@ def validate_layout(
             gb,
             f"must be divisible by micro_batch_size·data = {b}·{d} = {b * d}",
         )
-    if model.num_layers % (p * v):
-        raise LayoutError(
-            "model.num_layers",
-            model.num_layers,
-            f"must be divisible by pipeline·virtual_stages = {p}·{v} = {p * v}",
-        )
+    _check_stage_layers(model.num_layers, layout)
     m = gb // (b * d)
     if v > 1 and m % p:
         raise LayoutError(
@@ -433,3 +438,38 @@ def validate_layout(
     if t > g:
         warnings.append(f"tensor={t} > gpus_per_node={g}: TP all-reduces cross nodes")
     return warnings
+
+
+def _check_stage_layers(layers: int, layout: LayoutSpec) -> None:
+    """Even split: l divisible by p·v; uneven: first/last given, the rest even in between."""
+    p, v = layout.pipeline, layout.virtual_stages
+    first, last = layout.first_stage_layers, layout.last_stage_layers
+    if first is None and last is None:
+        if layers % (p * v):
+            raise LayoutError(
+                "model.num_layers",
+                layers,
+                f"must be divisible by pipeline·virtual_stages = {p}·{v} = {p * v} "
+                "(or give layout.first_stage_layers / last_stage_layers)",
+            )
+        return
+    named = [n for n, x in (("first_stage_layers", first), ("last_stage_layers", last)) if x]
+    if p < 2:
+        raise LayoutError(f"layout.{named[0]}", first or last, "needs pipeline >= 2")
+    for name in named:
+        value = getattr(layout, name)
+        if value % v:
+            raise LayoutError(f"layout.{name}", value, f"must be divisible by virtual_stages={v}")
+    middle = p - len(named)
+    rest = layers - (first or 0) - (last or 0)
+    if (
+        rest < 0
+        or (middle == 0 and rest != 0)
+        or (middle > 0 and (rest <= 0 or rest % (middle * v)))
+    ):
+        raise LayoutError(
+            "model.num_layers",
+            layers,
+            f"minus first/last stage layers leaves {rest} for {middle} middle stage(s): must "
+            f"be a positive multiple of {middle}·virtual_stages = {middle * v}",
+        )

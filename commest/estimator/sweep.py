@@ -38,6 +38,8 @@ COLUMNS = (
     "sg",
     "overlap_dp",
     "overlap_tp",
+    "first_layers",
+    "last_layers",
 )
 
 
@@ -69,6 +71,8 @@ class LayoutArrays:
             "sg": 1.0,
             "overlap_dp": 0.0,
             "overlap_tp": 0.0,
+            "first_layers": 0.0,
+            "last_layers": 0.0,
         }
         unknown = set(columns) - set(COLUMNS)
         if unknown:

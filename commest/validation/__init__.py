@@ -35,6 +35,8 @@ COLUMNS: tuple[str, ...] = (
     "pipeline",
     "data",
     "virtual_stages",
+    "first_stage_layers",
+    "last_stage_layers",
     "sequence_parallel",
     "recompute",
     "global_batch_size",

@@ -208,3 +208,25 @@ def test_invalid_json_is_422_problem(client) -> None:
         "/v1/estimates", content=b"{not json", headers={"Content-Type": "application/json"}
     )
     assert_problem(response, 422)
+
+
+def test_uneven_stages_are_estimated_and_named_in_the_assumptions(client) -> None:
+    body = {
+        **ESTIMATE,
+        "layout": {**ESTIMATE["layout"], "first_stage_layers": 6, "last_stage_layers": 18},
+    }
+    response = client.post("/v1/estimates", json=body)
+    assert response.status_code == 200, response.text
+    even = client.post("/v1/estimates", json=ESTIMATE).json()
+    assert response.json()["iteration_time_s"] > even["iteration_time_s"]
+    assert any("uneven pipeline" in a for a in response.json()["assumptions"])
+
+
+def test_uneven_stages_that_do_not_add_up_are_a_422_naming_the_rule(client) -> None:
+    body = {
+        **ESTIMATE,
+        "layout": {**ESTIMATE["layout"], "first_stage_layers": 5, "last_stage_layers": 18},
+    }
+    response = client.post("/v1/estimates", json=body)
+    assert_problem(response, 422)
+    assert "middle stage" in response.json()["detail"]

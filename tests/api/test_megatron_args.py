@@ -181,3 +181,11 @@ def test_flags_may_be_a_list_of_tokens_with_equals_values() -> None:
     assert req["model"]["vocab_size"] == 50304
     assert req["layout"]["data"] == 8
     assert req["training"]["micro_batch_size"] == 4
+
+
+def test_uneven_first_and_last_stages_are_read() -> None:
+    line = (
+        GPT3_175B + " --decoder-first-pipeline-num-layers 2 --decoder-last-pipeline-num-layers 10"
+    )
+    layout = parse_megatron_args(line, gpus=256, vocab_size=50257).request["layout"]
+    assert (layout["first_stage_layers"], layout["last_stage_layers"]) == (2, 10)

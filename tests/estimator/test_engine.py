@@ -369,3 +369,82 @@ def test_flash_attention_removes_the_attention_hbm_traffic_from_compute(gpt3) ->
     )
     assert flash.breakdown.compute_s < plain.breakdown.compute_s
     assert flash.hardware_flops == plain.hardware_flops
+
+
+LLAMA3_405B = ModelSpec(
+    num_layers=126,
+    hidden_size=16384,
+    num_attention_heads=128,
+    num_query_groups=8,
+    seq_length=8192,
+    vocab_size=128256,
+    ffn_hidden_size=53248,
+    swiglu=True,
+    tied_embeddings=False,
+)
+
+
+def test_uneven_stages_as_llama3_405b_a_middle_stage_sets_the_pace(cluster) -> None:
+    # Llama 3 (Dubey et al. 2024, §3.3.2): 126 layers on 16 stages, one fewer layer on the
+    # first and the last stage. 8 layers outweigh 7 layers + the logit layer.
+    layout = LayoutSpec(pipeline=16, tensor=8, data=64, first_stage_layers=7, last_stage_layers=7)
+    tr = TrainingSpec(global_batch_size=2048, precision="bf16", recompute="none")
+    e = estimate(Scenario(LLAMA3_405B, tr, layout, cluster))
+    tp = next(c for c in e.collectives if c.kind is TrafficKind.TP and c.term == "tp")
+    m = 2048 / 64
+    assert tp.calls_per_iteration == m * 8 * 4  # 8 layers, 4 all-reduces, no logit layer
+    assert any("uneven pipeline" in a for a in e.assumptions)
+
+
+def test_uneven_stages_with_a_heavier_last_stage_pace_on_the_last(gpt3, cluster) -> None:
+    layout = LayoutSpec(
+        pipeline=8, tensor=8, data=24, first_stage_layers=6, last_stage_layers=18
+    )  # 6 + 6·12 + 18 = 96
+    e = estimate(Scenario(gpt3, TrainingSpec(global_batch_size=1536), layout, cluster))
+    tp = next(c for c in e.collectives if c.kind is TrafficKind.TP and c.term == "tp")
+    assert tp.calls_per_iteration == 64 * (18 * 6 + 1)
+    even = estimate(
+        Scenario(
+            gpt3,
+            TrainingSpec(global_batch_size=1536),
+            LayoutSpec(pipeline=8, tensor=8, data=24),
+            cluster,
+        )
+    )
+    assert e.iteration_time_s > even.iteration_time_s
+    assert e.memory.activations_bytes == pytest.approx(
+        even.memory.activations_bytes / 2, rel=EXACT
+    )  # 6 layers, not 12
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "rule"),
+    [
+        (8, 7, "leaves 111 for 14 middle stage"),
+        (200, None, "leaves"),
+    ],
+)
+def test_uneven_stages_that_do_not_add_up_name_the_rule(first, last, rule, cluster) -> None:
+    from commest.errors import LayoutError
+
+    with pytest.raises(LayoutError, match=rule):
+        Scenario(
+            LLAMA3_405B,
+            TrainingSpec(global_batch_size=2048),
+            LayoutSpec(
+                pipeline=16, tensor=8, data=64, first_stage_layers=first, last_stage_layers=last
+            ),
+            cluster,
+        )
+
+
+def test_uneven_stages_need_a_pipeline(cluster) -> None:
+    from commest.errors import LayoutError
+
+    with pytest.raises(LayoutError, match="pipeline >= 2"):
+        Scenario(
+            LLAMA3_405B,
+            TrainingSpec(global_batch_size=2048),
+            LayoutSpec(pipeline=1, tensor=8, data=64, first_stage_layers=7),
+            cluster,
+        )

@@ -105,3 +105,23 @@ def test_gpu_count_must_be_positive(gpt3, training) -> None:
 
     with pytest.raises(ValidationError, match="gpus"):
         enumerate_layouts(gpt3, training, 0)
+
+
+def test_uneven_stages_agree_between_sweep_and_single_estimate(gpt3, training, cluster) -> None:
+    layouts = LayoutArrays.from_columns(
+        p=[8, 8], t=[8, 8], d=[24, 24], b=[1, 1], first_layers=[6, 9], last_layers=[18, 15]
+    )
+    sweep = evaluate_layouts(gpt3, training, cluster, layouts)
+    for i, (first, last) in enumerate([(6, 18), (9, 15)]):
+        single = estimate(
+            Scenario(
+                gpt3,
+                training,
+                LayoutSpec(
+                    pipeline=8, tensor=8, data=24, first_stage_layers=first, last_stage_layers=last
+                ),
+                cluster,
+            )
+        )
+        assert single.iteration_time_s == sweep.iteration_s[i]
+        assert single.memory.total_bytes == sweep.memory_bytes[i]
