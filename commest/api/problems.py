@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -267,6 +267,38 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(PoolTimeoutError, on_pool_timeout)
     app.add_exception_handler(ArithmeticError, on_numeric)  # overflow from extreme input
     app.add_exception_handler(Exception, on_internal)
+    app.openapi = _documented_problems(app.openapi)  # type: ignore[method-assign]
+
+
+def _documented_problems(build: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """``app.openapi`` that documents the problems every route may answer with.
+
+    FastAPI's own 422 entry (``application/json``, ``HTTPValidationError``) is replaced by the
+    problem details this module sends, and operations with a JSON request body declare the 400
+    FastAPI answers when the body cannot be decoded at all (bytes that are not UTF-8).
+    """
+    done: list[dict[str, Any]] = []
+
+    def openapi() -> dict[str, Any]:
+        if done:
+            return done[0]
+        spec = build()
+        for operations in spec.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.get("responses", {})
+                if "422" in responses and PROBLEM_JSON not in responses["422"].get("content", {}):
+                    responses["422"] = problem_responses(422)[422]
+                body = operation.get("requestBody", {}).get("content", {})
+                if "application/json" in body and "400" not in responses:
+                    responses["400"] = problem_responses(400)[400]
+        schemas = spec.get("components", {}).get("schemas", {})
+        for unused in ("HTTPValidationError", "ValidationError"):  # FastAPI's, now unreferenced
+            if f'"#/components/schemas/{unused}"' not in json.dumps(spec):
+                schemas.pop(unused, None)
+        done.append(spec)
+        return spec
+
+    return openapi
 
 
 #: OpenAPI description of a problem-details response, for ``responses=`` on routes.
@@ -287,12 +319,34 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 }
 
 
+#: Headers a problem of that status always carries.
+_PROBLEM_HEADERS: dict[int, dict[str, Any]] = {
+    401: {
+        "WWW-Authenticate": {
+            "description": "the bearer challenge (RFC 6750)",
+            "schema": {"type": "string"},
+            "required": True,
+        }
+    },
+    503: {
+        "Retry-After": {
+            "description": "seconds to wait before retrying",
+            "schema": {"type": "string"},
+            "required": True,
+        }
+    },
+}
+
+
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """``responses=`` entries documenting problem-details answers for ``statuses``."""
-    return {
-        status: {
+    out: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        entry: dict[str, Any] = {
             "description": HTTPStatus(status).phrase,
             "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA}},
         }
-        for status in statuses
-    }
+        if status in _PROBLEM_HEADERS:
+            entry["headers"] = _PROBLEM_HEADERS[status]
+        out[status] = entry
+    return out

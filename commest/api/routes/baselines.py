@@ -22,7 +22,10 @@ Name = Annotated[str, Path(pattern=NAME_PATTERN)]
     response_model=BaselineWritten,
     status_code=200,
     dependencies=[Writer],
-    responses={201: {"description": "created"}, **problem_responses(401, 404, 409, 422, 503)},
+    responses={
+        201: {"description": "created", "model": BaselineWritten},
+        **problem_responses(401, 404, 409, 422, 503),
+    },
 )
 def put_baseline(name: Name, body: BaselinePut, runtime: RuntimeDep, response: Response) -> Any:
     """Create (201) or replace (200) a baseline: the request and its predicted time."""

@@ -183,7 +183,7 @@ def _store(
     dependencies=[Writer],
     openapi_extra=_UPLOAD_BODY,
     responses={
-        200: {"description": "everything was already stored"},
+        200: {"description": "everything was already stored", "model": UploadResponse},
         **problem_responses(401, 404, 413, 422, 503),
     },
 )
