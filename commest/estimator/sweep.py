@@ -177,31 +177,84 @@ def enumerate_layouts(
             f"the layout space for gpus={gpus} has {space:,} candidates, beyond "
             f"the cap of {max_layouts:,} layouts; narrow the options"
         )
-    grid = np.meshgrid(ps, ts, bs, vs, rcs, sps, zs, indexing="ij")
-    p, t, b, v, rc, sp, zero = (np.asarray(g, dtype=np.float64).ravel() for g in grid)
-    d = gpus / (p * t)
-    ok = (np.mod(d, 1.0) == 0.0) & (d >= 1.0)
-    d = np.where(ok, d, 1.0)
-    m = gb / (b * d)
-    ok &= np.mod(m, 1.0) == 0.0
-    ok &= np.mod(layers / (p * v), 1.0) == 0.0
-    ok &= (v == 1.0) | ((p > 1.0) & (np.mod(m, p) == 0.0))
-    ok &= (sp == 0.0) | ((t > 1.0) & (np.mod(model.seq_length / t, 1.0) == 0.0))
-    idx = np.flatnonzero(ok)
-    if len(idx) > max_layouts:
+    # The candidate space can be ~64x the cap: count the valid layouts factor by factor
+    # (memory in the number of (p, t) pairs) and build only those, never the candidate grid.
+    # Same float expressions and the same order as the grid (p, t, b, v, recompute, sp, zero).
+    f64 = np.float64
+    t_all = np.asarray(ts, dtype=f64)
+    p_parts, t_parts = [], []
+    for p_value in ps:
+        d_all = gpus / (float(p_value) * t_all)
+        keep = (np.mod(d_all, 1.0) == 0.0) & (d_all >= 1.0)
+        p_parts.append(np.full(int(keep.sum()), float(p_value)))
+        t_parts.append(t_all[keep])
+    p_k = np.concatenate(p_parts) if p_parts else np.empty(0)
+    t_k = np.concatenate(t_parts) if t_parts else np.empty(0)
+    d_k = gpus / (p_k * t_k)
+    sp_capable = (t_k > 1.0) & (np.mod(model.seq_length / t_k, 1.0) == 0.0)
+    sps_plain = [s for s in sps if s == 0.0]
+    combos_k = len(rcs) * len(zs) * np.where(sp_capable, len(sps), len(sps_plain))
+    v_ok = [np.mod(layers / (p_k * v), 1.0) == 0.0 for v in vs]  # per v, over pairs
+    v_one = np.zeros(len(p_k), dtype=np.int64)  # valid v = 1 (any m) and v > 1 (m % p == 0)
+    v_more = np.zeros(len(p_k), dtype=np.int64)
+    for v, ok in zip(vs, v_ok, strict=True):
+        if v == 1:
+            v_one += ok
+        else:
+            v_more += ok
+    b_ok = np.zeros((len(p_k), len(bs)), dtype=bool)
+    m_by_p = np.zeros((len(p_k), len(bs)), dtype=bool)
+    per_pair = np.zeros(len(p_k), dtype=np.int64)
+    for j, b_value in enumerate(bs):
+        m = gb / (float(b_value) * d_k)
+        b_ok[:, j] = np.mod(m, 1.0) == 0.0
+        m_by_p[:, j] = (p_k > 1.0) & (np.mod(m, p_k) == 0.0)
+        per_pair += b_ok[:, j] * (v_one + v_more * m_by_p[:, j])
+    total = int(np.sum(per_pair * combos_k.astype(np.int64)))
+    if total > max_layouts:
         raise LimitError(
-            f"{len(idx):,} valid layouts for gpus={gpus} exceed the cap of "
+            f"{total:,} valid layouts for gpus={gpus} exceed the cap of "
             f"{max_layouts:,}; narrow the options"
         )
+    # (pair, b) rows, then (pair, b, v) rows, then the (recompute, sp, zero) combinations
+    k_rows, j_rows = np.nonzero(b_ok & (combos_k[:, None] > 0))
+    m_rows = m_by_p[k_rows, j_rows]
+    per_row = np.zeros(len(k_rows), dtype=np.int64)
+    for v, ok in zip(vs, v_ok, strict=True):
+        per_row += ok[k_rows] & ((v == 1) | m_rows)
+    start = np.cumsum(per_row) - per_row
+    filled = np.zeros(len(k_rows), dtype=np.int64)
+    v_col = np.empty(int(per_row.sum()))
+    for v, ok in zip(vs, v_ok, strict=True):
+        hit = ok[k_rows] & ((v == 1) | m_rows)
+        v_col[start[hit] + filled[hit]] = v
+        filled += hit
+    row_k = np.repeat(k_rows, per_row)
+    row_b = np.repeat(np.asarray(bs, dtype=f64)[j_rows], per_row)
+    capable = sp_capable[row_k]
+    tables = []  # (recompute, sp, zero) in grid order: without sp=1, and with every sp option
+    for sp_options, used in ((sps_plain, not capable.all()), (sps, capable.any())):
+        grid = np.meshgrid(rcs, sp_options if used else [], zs, indexing="ij")
+        tables.append([np.asarray(g, dtype=f64).ravel() for g in grid])
+    n_combos = np.where(capable, len(tables[1][0]), len(tables[0][0]))
+    layout_row = np.repeat(np.arange(len(row_k)), n_combos)
+    position = np.arange(len(layout_row)) - (np.cumsum(n_combos) - n_combos)[layout_row]
+    wide = capable[layout_row]
+    rc, sp, zero = (np.empty(len(layout_row)) for _ in range(3))
+    for out, plain, full in zip((rc, sp, zero), tables[0], tables[1], strict=True):
+        out[~wide] = plain[position[~wide]]
+        out[wide] = full[position[wide]]
+    assert len(layout_row) == total
+    k = row_k[layout_row]
     return LayoutArrays.from_columns(
-        p=p[idx],
-        t=t[idx],
-        d=d[idx],
-        b=b[idx],
-        v=v[idx],
-        recompute=rc[idx],
-        sp=sp[idx],
-        zero=zero[idx],
+        p=p_k[k],
+        t=t_k[k],
+        d=d_k[k],
+        b=row_b[layout_row],
+        v=v_col[layout_row],
+        recompute=rc,
+        sp=sp,
+        zero=zero,
     )
 
 
