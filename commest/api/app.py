@@ -14,6 +14,9 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from commest.api import problems
 from commest.api.deps import Runtime
@@ -32,6 +35,47 @@ Reads (estimates, traffic matrices, plans, checks, presets, profiles) need no to
 (`COMMEST_API_TOKEN`, or the token the server generated in `<data_dir>/api-token`).
 Errors are RFC 9457 problem details (`application/problem+json`).
 """
+
+
+class BodyCap:
+    """Every request body is capped at ``max_bytes`` (``COMMEST_MAX_UPLOAD_BYTES``), on any route.
+
+    The declared ``Content-Length`` is refused before anything is read, a chunked body as soon
+    as it streams past the cap: 413 problem details, the body never held whole in memory.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        cap = self.max_bytes
+        declared = Headers(scope=scope).get("content-length", "")
+        seen = 0
+
+        async def capped() -> Message:
+            nonlocal seen
+            if declared.isdigit() and int(declared) > cap:
+                raise HTTPException(
+                    413,
+                    f"the request body is {declared} bytes, over the cap of {cap} bytes "
+                    "(COMMEST_MAX_UPLOAD_BYTES)",
+                )
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > cap:
+                    raise HTTPException(
+                        413,
+                        f"the request body exceeds the cap of {cap} bytes "
+                        "(COMMEST_MAX_UPLOAD_BYTES)",
+                    )
+            return message
+
+        await self.app(scope, capped, send)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -57,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    app.add_middleware(BodyCap, max_bytes=runtime.settings.max_upload_bytes)
     problems.install(app)
     for router in ROUTERS:
         app.include_router(router)

@@ -274,8 +274,9 @@ def _documented_problems(build: Callable[[], dict[str, Any]]) -> Callable[[], di
     """``app.openapi`` that documents the problems every route may answer with.
 
     FastAPI's own 422 entry (``application/json``, ``HTTPValidationError``) is replaced by the
-    problem details this module sends, and operations with a JSON request body declare the 400
-    FastAPI answers when the body cannot be decoded at all (bytes that are not UTF-8).
+    problem details this module sends; operations with a JSON request body declare the 400
+    FastAPI answers when the body cannot be decoded at all (bytes that are not UTF-8), and
+    every operation with a body the 413 of ``commest.api.app.BodyCap``.
     """
     done: list[dict[str, Any]] = []
 
@@ -291,6 +292,8 @@ def _documented_problems(build: Callable[[], dict[str, Any]]) -> Callable[[], di
                 body = operation.get("requestBody", {}).get("content", {})
                 if "application/json" in body and "400" not in responses:
                     responses["400"] = problem_responses(400)[400]
+                if body and "413" not in responses:
+                    responses["413"] = problem_responses(413)[413]
         schemas = spec.get("components", {}).get("schemas", {})
         for unused in ("HTTPValidationError", "ValidationError"):  # FastAPI's, now unreferenced
             if f'"#/components/schemas/{unused}"' not in json.dumps(spec):
