@@ -9,12 +9,16 @@ identical upload) do their write inside a SAVEPOINT, so the caller's transaction
 SQLite: foreign keys ON, WAL journal, a 30 s busy timeout, and every transaction opened with
 ``BEGIN IMMEDIATE``: writers queue on the database lock instead of failing with
 SQLITE_BUSY_SNAPSHOT when a read-then-write transaction races another writer (SQLAlchemy's
-documented pysqlite recipe). PostgreSQL goes through psycopg 3 (``postgresql+psycopg://``);
+documented pysqlite recipe). A pooled SQLite connection is checked out only while its file is
+still the one it opened (same device and inode at the same path): an open handle would go on
+serving a moved or deleted file, so the database going away is a reconnect (and, while it is
+gone, an error) rather than writes that vanish. PostgreSQL goes through psycopg 3 (``postgresql+psycopg://``);
 a plain ``postgresql://`` or ``postgres://`` URL is switched to that driver.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -27,7 +31,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from commest.errors import UnavailableError, ValidationError
@@ -91,6 +95,28 @@ def _sqlite_on_begin(connection: Any) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _watch_sqlite_file(engine: Engine, path: Path) -> None:
+    """Pooled connections of ``engine`` are used only while ``path`` is the file they opened."""
+
+    def on_connect(_dbapi_connection: Any, record: Any) -> None:
+        record.info["sqlite_file"] = _file_identity(path)
+
+    def on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if _file_identity(path) != record.info.get("sqlite_file"):
+            raise DisconnectionError(f"the SQLite file {path} moved or went away")
+
+    event.listen(engine, "connect", on_connect)
+    event.listen(engine, "checkout", on_checkout)
+
+
 def make_engine(url: str | URL, *, echo: bool = False) -> Engine:
     """An Engine for a SQLite or PostgreSQL URL, configured as the module docstring says."""
     parsed = normalise_url(url)
@@ -102,6 +128,8 @@ def make_engine(url: str | URL, *, echo: bool = False) -> Engine:
         )
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
+        if parsed.database not in (None, "", ":memory:"):
+            _watch_sqlite_file(engine, Path(parsed.database).expanduser())
         return engine
     return create_engine(parsed, echo=echo, pool_pre_ping=True)
 
