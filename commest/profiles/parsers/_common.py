@@ -12,6 +12,7 @@ Line = tuple[int, str]  # (1-based line number, text without launcher prefix, st
 
 MAX_LINE_CHARS = 4096
 MAX_SIZE_BYTES = 2**53  # beyond any real message; keeps sizes exact as floats
+MAX_TIME_US = 1e15  # 31 years: beyond any real measurement; keeps time arithmetic finite
 EXPECTED = (
     "expected an nccl-tests table (columns size count type redop root time algbw busbw "
     "#wrong ...) or OSU output (# Size  Avg Latency(us))"
@@ -169,7 +170,7 @@ def make_point(
     """A point with algbw = size / time, or None when size or time is not a positive number."""
     if not 0 < size_bytes <= MAX_SIZE_BYTES:
         return None
-    if not (math.isfinite(time_us) and time_us > 0.0):
+    if not 0.0 < time_us <= MAX_TIME_US:  # also refuses nan and inf
         return None
     algbw = size_bytes / time_us / 1e3  # bytes/us -> GB/s (GB = 1e9 bytes)
     if not math.isfinite(algbw):

@@ -33,6 +33,7 @@ from commest.profiles.parsed import ParsedPoint, ParsedRun
 from commest.profiles.parsers._common import (
     DTYPE_BYTES,
     MAX_SIZE_BYTES,
+    MAX_TIME_US,
     Line,
     canonical_dtype,
     line_list,
@@ -391,7 +392,7 @@ class NcclReader:
                     if wrong > 0:
                         table.wrong_lines.append(number)
             time_us = math.nan if t is None else t * table.time_scale
-            if not (0.0 < time_us < math.inf and size <= MAX_SIZE_BYTES):
+            if not (0.0 < time_us <= MAX_TIME_US and size <= MAX_SIZE_BYTES):
                 if not table.bad_values or table.bad_values[-1][0] != number:
                     table.bad_values.append((number, s))
                 continue
@@ -555,8 +556,8 @@ def _finish(table: _Table, global_warnings: list[str]) -> list[ParsedRun]:
         )
     if table.bad_values:
         common.append(
-            "dropped values with a time that is not a positive finite number or an "
-            f"implausible size ({line_list(n for n, _ in table.bad_values)})"
+            "dropped values with a time that is not a positive finite number (up to 1e15 us) "
+            f"or an implausible size ({line_list(n for n, _ in table.bad_values)})"
         )
     if table.wrong_lines:
         common.append(f"#wrong > 0 (data corruption reported) on {line_list(table.wrong_lines)}")
