@@ -6,11 +6,7 @@ refuse an oversized upload from its Content-Length without reading the body.
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +14,7 @@ import httpx
 import pytest
 
 from tests.api.conftest import FIXTURES
+from tests.api.servers import Server
 
 pytestmark = pytest.mark.slow
 
@@ -25,66 +22,13 @@ TOKEN = "e2e-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def server(db_url: str, tmp_path: Path) -> Iterator[str]:
     """Base URL of a running ``uvicorn commest.api.app:app`` over ``db_url``."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "COMMEST_DATABASE_URL": db_url,
-        "COMMEST_DATA_DIR": str(tmp_path / "data"),
-        "COMMEST_API_TOKEN": TOKEN,
-        "COMMEST_MAX_UPLOAD_BYTES": str(1 << 20),
-    }
-    log = (tmp_path / "server.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "commest.api.app:app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 15.0
-        with httpx.Client(base_url=base, timeout=1.0) as client:
-            while True:
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    pytest.fail(
-                        "server did not start: " + (tmp_path / "server.log").read_text()[-2000:]
-                    )
-                time.sleep(0.05)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    with Server(
+        db_url, tmp_path / "data", token=TOKEN, env={"COMMEST_MAX_UPLOAD_BYTES": str(1 << 20)}
+    ) as running:
+        yield running.base_url
 
 
 def test_upload_estimate_and_check_over_http(server: str) -> None:
