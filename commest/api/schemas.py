@@ -118,12 +118,10 @@ class LayoutIn(_In):
     )
 
 
-class TrainingIn(_In):
-    """Batch and numerics of one iteration."""
+class _Numerics(_In):
+    """Numerics shared by estimates and plans."""
 
     global_batch_size: Count
-    micro_batch_size: Count = 1
-    recompute: Recompute = Recompute.FULL
     precision: Precision = Precision.FP16
     grad_reduce_precision: Precision | None = None
     flash_attention: bool = Field(
@@ -133,20 +131,19 @@ class TrainingIn(_In):
     )
 
 
-class PlanTrainingIn(_In):
+class TrainingIn(_Numerics):
+    """Batch and numerics of one iteration."""
+
+    micro_batch_size: Count = 1
+    recompute: Recompute = Recompute.FULL
+
+
+class PlanTrainingIn(_Numerics):
     """Batch and numerics for a plan; micro-batch size and recompute, when given, pin the
     sweep to that value (the plan's list constraints widen it)."""
 
-    global_batch_size: Count
     micro_batch_size: Count | None = None
     recompute: Recompute | None = None
-    precision: Precision = Precision.FP16
-    grad_reduce_precision: Precision | None = None
-    flash_attention: bool = Field(
-        True,
-        description="FlashAttention: no materialised s² scores (memory, HBM traffic); "
-        "false for runs without it (Megatron-LM before 2023)",
-    )
 
 
 class BandwidthIn(_In):
