@@ -39,6 +39,7 @@ COLUMNS: tuple[str, ...] = (
     "last_stage_layers",
     "sequence_parallel",
     "recompute",
+    "flash_attention",
     "global_batch_size",
     "micro_batch_size",
     "precision",

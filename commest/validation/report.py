@@ -155,15 +155,18 @@ def load_runs() -> tuple[list[PublishedRun], list[Excluded]]:
                 )
             )
             continue
+        if not row["recompute"].strip():
+            excluded.append(
+                Excluded(row["id"], row["source"], "activation recompute not published")
+            )
+            continue
         zero = 3 if "zero3" in row["id"] else 0
         training = TrainingSpec(
             global_batch_size=int(row["global_batch_size"]),
             micro_batch_size=_int(row["micro_batch_size"], 1) or 1,
-            recompute=(row["recompute"] or "full"),  # type: ignore[arg-type]
+            recompute=row["recompute"],  # type: ignore[arg-type]
             precision=(row["precision"] or "fp16"),  # type: ignore[arg-type]
-            # Every scored run predates Megatron-LM's FlashAttention support (2023); the
-            # Llama 3 rows, which used it, have no convertible measurement.
-            flash_attention=False,
+            flash_attention=row["flash_attention"].strip().lower() == "true",
         )
         layout = LayoutSpec(
             pipeline=p,

@@ -82,3 +82,23 @@ def test_nominal_profiles_carry_the_sc21_table1_fit(report) -> None:
     assert spec.memory_traffic_factor == pytest.approx(
         report.fit["memory_traffic_factor"], abs=5e-5
     )
+
+
+# NVIDIA DGX Cloud benchmarking recipes (NVIDIA/dgxc-benchmarking READMEs, H100): predicted
+# with the compute model fitted on A100 SC21 Table 1 only, unchanged.
+DGXC_H100_MEAN_PCT = 6.0
+DGXC_H100_GPT3_BF16_MAX_PCT = 2.0
+
+
+def test_h100_dgxc_runs_are_predicted_from_the_a100_fit(report) -> None:
+    dgxc = report.by_source["nvidia_dgxc_benchmarking"]
+    assert dgxc.rows == 16
+    assert dgxc.mean_abs_error_pct <= DGXC_H100_MEAN_PCT
+    gpt3_bf16 = [r for r in report.rows if r.id.startswith("dgxc_gpt3_175b_bf16")]
+    assert len(gpt3_bf16) == 5
+    assert max(abs(r.error_pct) for r in gpt3_bf16) <= DGXC_H100_GPT3_BF16_MAX_PCT
+
+
+def test_rows_without_a_published_recompute_setting_are_excluded_not_guessed(report) -> None:
+    reasons = {e.id: e.reason for e in report.excluded}
+    assert reasons["nemo2407_llama2_70b"] == "activation recompute not published"
