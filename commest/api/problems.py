@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -229,44 +229,35 @@ def _internal_problem(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+E = TypeVar("E", bound=Exception)
+
+
+def _handler(
+    kind: type[E], render: Callable[[Request, E], JSONResponse]
+) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    """A Starlette exception handler that renders ``kind`` with ``render``."""
+
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, kind)
+        return render(request, exc)
+
+    return handle
+
+
 def install(app: FastAPI) -> None:
     """Register every problem-details handler on ``app``."""
-
-    async def on_commest(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, CommestError)
-        return commest_problem(request, exc)
-
-    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        return _request_validation(request, exc)
-
-    async def on_http(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
-        return _http_problem(request, exc)
-
-    async def on_database(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, DBAPIError)
-        return _database_problem(request, exc)
-
-    async def on_pool_timeout(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, PoolTimeoutError)
-        return _pool_timeout_problem(request, exc)
-
-    async def on_numeric(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ArithmeticError)
-        return _numeric_problem(request, exc)
-
-    async def on_internal(request: Request, exc: Exception) -> JSONResponse:
-        return _internal_problem(request, exc)
-
-    app.add_exception_handler(CommestError, on_commest)
-    app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(StarletteHTTPException, on_http)
-    app.add_exception_handler(DBAPIError, on_database)
-    app.add_exception_handler(OperationalError, on_database)
-    app.add_exception_handler(PoolTimeoutError, on_pool_timeout)
-    app.add_exception_handler(ArithmeticError, on_numeric)  # overflow from extreme input
-    app.add_exception_handler(Exception, on_internal)
+    handlers: list[tuple[type[Exception], Callable[..., Awaitable[JSONResponse]]]] = [
+        (CommestError, _handler(CommestError, commest_problem)),
+        (RequestValidationError, _handler(RequestValidationError, _request_validation)),
+        (StarletteHTTPException, _handler(StarletteHTTPException, _http_problem)),
+        (DBAPIError, _handler(DBAPIError, _database_problem)),
+        (OperationalError, _handler(DBAPIError, _database_problem)),
+        (PoolTimeoutError, _handler(PoolTimeoutError, _pool_timeout_problem)),
+        (ArithmeticError, _handler(ArithmeticError, _numeric_problem)),  # extreme input
+        (Exception, _handler(Exception, _internal_problem)),
+    ]
+    for kind, handle in handlers:
+        app.add_exception_handler(kind, handle)
     app.openapi = _documented_problems(app.openapi)  # type: ignore[method-assign]
 
 
