@@ -5,7 +5,10 @@ FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
-COPY commest ./commest
+COPY estimator ./estimator
+COPY profiles ./profiles
+COPY api ./api
+COPY migrations ./migrations
 RUN pip wheel --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim

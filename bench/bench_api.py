@@ -57,7 +57,7 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
         sys.executable,
         "-m",
         "uvicorn",
-        "commest.api.app:app",
+        "api.app:app",
         "--host",
         "127.0.0.1",
         "--port",

@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from commest.estimator.bandwidth import Collective, TrafficKind
-from commest.profiles.nominal import nominal_bandwidth
+from estimator.bandwidth import Collective, TrafficKind
+from profiles.nominal import nominal_bandwidth
 
 N = 1_000_000
 TARGET_S = 1.0

@@ -14,7 +14,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the target says
 
 import numpy as np
 
-from commest.estimator import (
+from estimator import (
     ClusterSpec,
     FixedBandwidth,
     LayoutArrays,

@@ -1,6 +1,6 @@
 """Mixed load on the real server, then proof that no acknowledged upload was lost.
 
-Starts ``uvicorn commest.api.app:app`` in a subprocess on a free loopback port (a temporary
+Starts ``uvicorn api.app:app`` in a subprocess on a free loopback port (a temporary
 SQLite file, or ``--database-url``, e.g. the PostgreSQL test database), makes a profile of its
 own, and lets ``--clients`` threads (one httpx connection each) send a weighted mix for
 ``--duration`` seconds (hard stop): estimates, plans, uploads of distinct small nccl-tests
@@ -104,7 +104,7 @@ def start_server(database_url: str, data_dir: Path) -> tuple[subprocess.Popen[by
         "COMMEST_DATA_DIR": str(data_dir),
         "COMMEST_API_TOKEN": TOKEN,
     }
-    command = [sys.executable, "-m", "uvicorn", "commest.api.app:app"]
+    command = [sys.executable, "-m", "uvicorn", "api.app:app"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     command += ["--no-access-log"]
     process = subprocess.Popen(command, env=env)

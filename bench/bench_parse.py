@@ -10,7 +10,7 @@ import statistics
 import time
 from pathlib import Path
 
-from commest.profiles.parsers import parse_benchmark_text
+from profiles.parsers import parse_benchmark_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "profiles" / "fixtures"
 TARGET_BYTES = 1_000_000

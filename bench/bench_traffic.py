@@ -11,8 +11,8 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-from commest.estimator.bandwidth import Collective, TrafficKind
-from commest.estimator.traffic import (
+from estimator.bandwidth import Collective, TrafficKind
+from estimator.traffic import (
     Algorithm,
     CollectiveLoad,
     Placement,

@@ -29,8 +29,8 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from commest.profiles.db import make_engine, session_factory, upgrade_database
-from commest.settings import Settings
+from api.settings import Settings
+from profiles.db import make_engine, session_factory, upgrade_database
 
 TEST_DATABASE_ENV = "COMMEST_TEST_DATABASE_URL"
 TEST_TOKEN = "test-token"

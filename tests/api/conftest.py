@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from commest.api.app import create_app
-from commest.api.schemas import EXAMPLE_ESTIMATE, EXAMPLE_SCALAR_C
-from commest.settings import Settings
+from api.app import create_app
+from api.schemas import EXAMPLE_ESTIMATE, EXAMPLE_SCALAR_C
+from api.settings import Settings
 from tests.conftest import TEST_TOKEN
 
 # This Starlette warns once, at import, that its TestClient would rather use httpx2.

@@ -1,4 +1,4 @@
-"""A real ``uvicorn commest.api.app:app`` in a subprocess on a free loopback port, for tests.
+"""A real ``uvicorn api.app:app`` in a subprocess on a free loopback port, for tests.
 
 ``Server(db_url, data_dir, token=...)`` starts it (``start()`` waits for ``/readyz``), and it
 can be stopped politely (``stop()``), killed outright (``kill()``: SIGKILL, no shutdown at all)
@@ -67,7 +67,7 @@ class Server:
             "COMMEST_API_TOKEN": self.token,
             **self.extra_env,
         }
-        command = [sys.executable, "-m", "uvicorn", "commest.api.app:app"]
+        command = [sys.executable, "-m", "uvicorn", "api.app:app"]
         command += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -29,9 +29,9 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import Engine
 
-from commest.api import deps, service
-from commest.api.app import create_app
-from commest.settings import Settings
+from api import deps, service
+from api.app import create_app
+from api.settings import Settings
 from tests.api.conftest import (
     AUTH,
     ESTIMATE,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from commest.api.deps import token_path
-from commest.settings import Settings
+from api.deps import token_path
+from api.settings import Settings
 from tests.api.conftest import AUTH, ESTIMATE, assert_problem, make_client
 from tests.conftest import TEST_TOKEN
 
@@ -54,7 +54,7 @@ def test_without_a_configured_token_one_is_generated_in_a_0600_file(
     tmp_path: Path, db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = Settings(database_url=db_url, data_dir=tmp_path / "data")
-    with caplog.at_level(logging.WARNING, logger="commest.api"), make_client(settings) as client:
+    with caplog.at_level(logging.WARNING, logger="api"), make_client(settings) as client:
         path = token_path(settings)
         assert path.exists()
         assert stat.S_IMODE(path.stat().st_mode) == 0o600

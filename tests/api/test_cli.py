@@ -17,9 +17,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
-from commest.api import cli
-from commest.api.junit import CheckOutcome, junit_xml
-from commest.settings import get_settings
+from api import cli
+from api.junit import CheckOutcome, junit_xml
+from api.settings import get_settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ESTIMATE_EXAMPLE = EXAMPLES / "estimate-gpt3-175b.json"
@@ -470,7 +470,7 @@ def test_plan_ranks_layouts(env: Path, tmp_path: Path) -> None:
 
 
 def test_db_upgrade_prints_the_head_revision(env: Path) -> None:
-    from commest.profiles.db import head_revision
+    from profiles.db import head_revision
 
     result = run("db", "upgrade")
     assert result.exit_code == 0, result.stderr
@@ -570,9 +570,7 @@ def test_serve_migrates_prints_where_and_runs_the_app_factory(
     assert "http://localhost:8123/docs" in result.stdout
     assert str(env / "data" / "api-token") in result.stdout
     assert "dgx-a100-nominal" in result.stdout  # the nominal profiles were added
-    assert calls == [
-        (("commest.api.app:create_app",), {"factory": True, "host": "0.0.0.0", "port": 8123})
-    ]
+    assert calls == [(("api.app:create_app",), {"factory": True, "host": "0.0.0.0", "port": 8123})]
     assert (env / "cli.sqlite3").exists()
 
 
@@ -589,8 +587,8 @@ def live_server(env: Path) -> Iterator[str]:
     import uvicorn
     from pydantic import SecretStr
 
-    from commest.api.app import create_app
-    from commest.settings import Settings
+    from api.app import create_app
+    from api.settings import Settings
 
     settings = Settings(
         database_url=f"sqlite:///{env / 'remote.sqlite3'}",
@@ -634,7 +632,7 @@ def test_remote_server_answers_like_the_local_service(env: Path, live_server: st
 
 
 def test_server_and_token_are_accepted_after_the_verb_too() -> None:
-    from commest.api.cli import hoist_global_options
+    from api.cli import hoist_global_options
 
     argv = ["estimate", "--request", "f.json", "--server", "http://h:1", "--token=t"]
     assert hoist_global_options(argv) == [

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from commest.profiles.parsers import parse_benchmark_text
+from profiles.parsers import parse_benchmark_text
 from tests.api.conftest import fixture_text
 from tests.api.servers import Server
 

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis.errors import Unsatisfiable
 
-from commest.api.app import create_app
-from commest.api.schemas import EXAMPLE_ESTIMATE
-from commest.settings import Settings
+from api.app import create_app
+from api.schemas import EXAMPLE_ESTIMATE
+from api.settings import Settings
 from tests.api.conftest import AUTH, fixture_text
 
 with warnings.catch_warnings():

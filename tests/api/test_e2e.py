@@ -24,7 +24,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture
 def server(db_url: str, tmp_path: Path) -> Iterator[str]:
-    """Base URL of a running ``uvicorn commest.api.app:app`` over ``db_url``."""
+    """Base URL of a running ``uvicorn api.app:app`` over ``db_url``."""
     with Server(
         db_url, tmp_path / "data", token=TOKEN, env={"COMMEST_MAX_UPLOAD_BYTES": str(1 << 20)}
     ) as running:

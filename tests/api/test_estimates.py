@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from commest.estimator import (
+from estimator import (
     ClusterSpec,
     FixedBandwidth,
     LayoutSpec,
@@ -13,8 +13,8 @@ from commest.estimator import (
     estimate,
     megatron_parameters,
 )
-from commest.estimator.presets import model_preset
-from commest.profiles.nominal import NOMINAL_SPECS, nominal_bandwidth
+from estimator.presets import model_preset
+from profiles.nominal import NOMINAL_SPECS, nominal_bandwidth
 from tests.api.conftest import AUTH, ESTIMATE, SCALAR_C, assert_problem, request
 
 A100 = NOMINAL_SPECS["dgx-a100-nominal"]

@@ -34,8 +34,8 @@ from pydantic import SecretStr
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from commest.profiles.parsers import parse_benchmark_text
-from commest.settings import Settings
+from api.settings import Settings
+from profiles.parsers import parse_benchmark_text
 from tests.api.conftest import AUTH, assert_problem, fixture_text, make_client
 from tests.api.servers import Server, free_port
 from tests.conftest import TEST_TOKEN

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from commest.settings import Settings
+from api.settings import Settings
 from tests.api.conftest import assert_problem, make_client
 
 DOWN_URL = "postgresql+psycopg://nobody@127.0.0.1:1/nothing?connect_timeout=2"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from commest.api.plots import PNG_SIGNATURE
-from commest.settings import Settings
+from api.plots import PNG_SIGNATURE
+from api.settings import Settings
 from tests.api.conftest import SCALAR_C, assert_problem, make_client, request
 
 SMALL = request(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from commest.api.megatron_args import parse_megatron_args
-from commest.errors import ValidationError
+from api.megatron_args import parse_megatron_args
+from estimator.errors import ValidationError
 
 # examples/gpt3/train_gpt3_175b_distributed.sh with its shell variables expanded
 # (GPUS_PER_NODE=8, NUM_NODES=1): GPT-3 175B on TP 8 x PP 16, fp16, no recompute flag.

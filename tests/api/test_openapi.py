@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commest.api.schemas import EXAMPLE_ESTIMATE
+from api.schemas import EXAMPLE_ESTIMATE
 
 
 def test_openapi_lists_every_resource_with_examples(client) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from commest.settings import Settings
+from api.settings import Settings
 from tests.api.conftest import assert_problem, make_client
 
 GPT3_PLAN = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commest.estimator.presets import GPU_PRESETS, MODEL_PRESETS
+from estimator.presets import GPU_PRESETS, MODEL_PRESETS
 
 
 def test_model_presets_list_every_preset_with_its_shape(client) -> None:

@@ -11,10 +11,10 @@ from pydantic import SecretStr
 from sqlalchemy import Engine
 from starlette.requests import Request
 
-from commest.api.plots import PNG_SIGNATURE
-from commest.api.routes.runs import read_capped_body
-from commest.errors import LimitError
-from commest.settings import Settings
+from api.plots import PNG_SIGNATURE
+from api.routes.runs import read_capped_body
+from api.settings import Settings
+from estimator.errors import LimitError
 from tests.api.conftest import AUTH, assert_problem, fixture_text, make_client, row_counts
 
 PROFILE = {"name": "lab", "gpu_model": "H100", "gpus_per_node": 8, "peak_tflops": 989}

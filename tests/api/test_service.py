@@ -1,4 +1,4 @@
-"""commest.api.service pieces that the routes rely on: caches that must never go stale."""
+"""api.service pieces that the routes rely on: caches that must never go stale."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from commest.api.service import MemoBandwidth, SnapshotCache, binned_matrix
-from commest.estimator import SparseTraffic
-from commest.estimator.bandwidth import Collective, TrafficKind
-from commest.profiles.nominal import nominal_bandwidth
+from api.service import MemoBandwidth, SnapshotCache, binned_matrix
+from estimator import SparseTraffic
+from estimator.bandwidth import Collective, TrafficKind
+from profiles.nominal import nominal_bandwidth
 from tests.api.conftest import AUTH, ESTIMATE, make_client, request
 
 

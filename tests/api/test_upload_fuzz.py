@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commest.errors import ParseError
-from commest.profiles.parsers import parse_benchmark_text
+from estimator.errors import ParseError
+from profiles.parsers import parse_benchmark_text
 from tests.api.conftest import AUTH, fixture_text
 
 FIXTURES = ["nccl_all_reduce_8gpu.txt", "nccl_all_gather_8gpu.txt", "osu_allreduce.txt"]

@@ -1,6 +1,6 @@
 import pytest
 
-from commest.estimator import ClusterSpec, FixedBandwidth, ModelSpec, TrainingSpec
+from estimator import ClusterSpec, FixedBandwidth, ModelSpec, TrainingSpec
 
 GPT3_175B = ModelSpec(
     num_layers=96, hidden_size=12288, num_attention_heads=96, seq_length=2048, vocab_size=51200

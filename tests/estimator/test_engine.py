@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from commest.estimator import (
+from estimator import (
     ClusterSpec,
     Fidelity,
     FixedBandwidth,
@@ -18,7 +18,7 @@ from commest.estimator import (
     megatron_iteration_flops,
     megatron_parameters,
 )
-from commest.estimator.bandwidth import Collective, TrafficKind
+from estimator.bandwidth import Collective, TrafficKind
 
 EXACT = 1e-12  # relative: the same arithmetic in a different order
 
@@ -119,7 +119,7 @@ def test_megatron_eq2_reproduces_sc21_table1_parameter_counts(
 
 
 def test_layer_shapes_count_the_same_parameters_as_eq2(gpt3) -> None:
-    from commest.estimator.flops import model_parameters
+    from estimator.flops import model_parameters
 
     # eq. 2 counts tied embeddings once and no final layernorm: 2h apart.
     assert model_parameters(gpt3) - megatron_parameters(gpt3) == pytest.approx(2 * 12288)
@@ -425,7 +425,7 @@ def test_uneven_stages_with_a_heavier_last_stage_pace_on_the_last(gpt3, cluster)
     ],
 )
 def test_uneven_stages_that_do_not_add_up_name_the_rule(first, last, rule, cluster) -> None:
-    from commest.errors import LayoutError
+    from estimator.errors import LayoutError
 
     with pytest.raises(LayoutError, match=rule):
         Scenario(
@@ -439,7 +439,7 @@ def test_uneven_stages_that_do_not_add_up_name_the_rule(first, last, rule, clust
 
 
 def test_uneven_stages_need_a_pipeline(cluster) -> None:
-    from commest.errors import LayoutError
+    from estimator.errors import LayoutError
 
     with pytest.raises(LayoutError, match="pipeline >= 2"):
         Scenario(

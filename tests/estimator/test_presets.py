@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from commest.errors import NotFoundError
-from commest.estimator.presets import (
+from estimator.errors import NotFoundError
+from estimator.presets import (
     GPU_PRESETS,
     MODEL_PRESETS,
     GpuPreset,
     gpu_preset,
     model_preset,
 )
-from commest.estimator.specs import ModelSpec, Precision
+from estimator.specs import ModelSpec, Precision
 
 
 def megatron_eq2(spec: ModelSpec) -> float:

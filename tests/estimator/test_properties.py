@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from commest.estimator import (
+from estimator import (
     ClusterSpec,
     FixedBandwidth,
     LayoutSpec,
@@ -17,7 +17,7 @@ from commest.estimator import (
     estimate_traffic,
     traffic_loads,
 )
-from commest.estimator.traffic import Placement, per_gpu_volume_bytes
+from estimator.traffic import Placement, per_gpu_volume_bytes
 
 MODEL = ModelSpec(
     num_layers=24, hidden_size=2048, num_attention_heads=16, seq_length=2048, vocab_size=51200

@@ -1,7 +1,7 @@
 import pytest
 
-from commest.errors import LayoutError, ValidationError
-from commest.estimator.specs import LayoutSpec, ModelSpec, TrainingSpec, validate_layout
+from estimator.errors import LayoutError, ValidationError
+from estimator.specs import LayoutSpec, ModelSpec, TrainingSpec, validate_layout
 
 GPT3_175B = ModelSpec(
     num_layers=96, hidden_size=12288, num_attention_heads=96, seq_length=2048, vocab_size=51200

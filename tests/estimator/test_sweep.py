@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from commest.errors import LimitError
-from commest.estimator import (
+from estimator import (
     TERMS,
     Fidelity,
     LayoutArrays,
@@ -16,6 +15,7 @@ from commest.estimator import (
     evaluate_layouts,
     plan,
 )
+from estimator.errors import LimitError
 
 RECOMPUTE = {0.0: "none", 1.0: "selective", 2.0: "full"}
 
@@ -101,7 +101,7 @@ def test_layout_space_beyond_the_cap_is_refused_before_evaluating(gpt3, training
 
 
 def test_gpu_count_must_be_positive(gpt3, training) -> None:
-    from commest.errors import ValidationError
+    from estimator.errors import ValidationError
 
     with pytest.raises(ValidationError, match="gpus"):
         enumerate_layouts(gpt3, training, 0)

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from commest.errors import LimitError
-from commest.estimator.specs import RECOMPUTE_CODE, ModelSpec, Recompute, TrainingSpec
-from commest.estimator.sweep import LayoutArrays, _divisors, enumerate_layouts
+from estimator.errors import LimitError
+from estimator.specs import RECOMPUTE_CODE, ModelSpec, Recompute, TrainingSpec
+from estimator.sweep import LayoutArrays, _divisors, enumerate_layouts
 
 COLUMNS = ("p", "t", "d", "b", "v", "recompute", "sp", "zero")
 

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from commest.errors import LayoutError, LimitError, ValidationError
-from commest.estimator.bandwidth import Collective, TrafficKind
-from commest.estimator.specs import LayoutSpec
-from commest.estimator.traffic import (
+from estimator.bandwidth import Collective, TrafficKind
+from estimator.errors import LayoutError, LimitError, ValidationError
+from estimator.specs import LayoutSpec
+from estimator.traffic import (
     KINDS,
     Algorithm,
     CollectiveLoad,

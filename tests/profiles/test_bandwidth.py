@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from commest.errors import NotFoundError, ValidationError
-from commest.estimator.bandwidth import BandwidthProvider, Collective, TrafficKind
-from commest.profiles.bandwidth import AlphaBetaFit, ProfileBandwidth, RunCurve, fit_alpha_beta
-from commest.profiles.nominal import nominal_bandwidth, nominal_curves
+from estimator.bandwidth import BandwidthProvider, Collective, TrafficKind
+from estimator.errors import NotFoundError, ValidationError
+from profiles.bandwidth import AlphaBetaFit, ProfileBandwidth, RunCurve, fit_alpha_beta
+from profiles.nominal import nominal_bandwidth, nominal_curves
 
 K = TrafficKind.DP
 AR = Collective.ALL_REDUCE

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from commest.errors import CalibrationError, ValidationError
-from commest.profiles.calibration import CalibrationSample, fit_utilization
+from estimator.errors import CalibrationError, ValidationError
+from profiles.calibration import CalibrationSample, fit_utilization
 
 
 def _exact(u: float) -> list[CalibrationSample]:

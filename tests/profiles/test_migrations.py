@@ -14,8 +14,9 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect
 
-from commest.profiles import repository as repo
-from commest.profiles.db import (
+from api.settings import get_settings
+from profiles import repository as repo
+from profiles.db import (
     current_revision,
     downgrade_database,
     head_revision,
@@ -24,8 +25,7 @@ from commest.profiles.db import (
     transaction,
     upgrade_database,
 )
-from commest.profiles.models import Base
-from commest.settings import get_settings
+from profiles.models import Base
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"profiles", "uploads", "runs", "points", "calibrations", "baselines"}
@@ -87,7 +87,7 @@ def test_concurrent_upgrades_in_threads_both_succeed(fresh_db_url: str) -> None:
 
 
 def test_concurrent_upgrades_in_processes_both_succeed(fresh_db_url: str) -> None:
-    code = "import sys; from commest.profiles.db import upgrade_database as u; u(sys.argv[1])"
+    code = "import sys; from profiles.db import upgrade_database as u; u(sys.argv[1])"
     workers = [
         subprocess.Popen([sys.executable, "-c", code, fresh_db_url], stderr=subprocess.PIPE)
         for _ in range(2)
@@ -111,6 +111,6 @@ def test_alembic_ini_migrates_the_database_named_in_settings(
 
 
 def test_revisions_are_named_by_date() -> None:
-    versions = ROOT / "commest" / "migrations" / "versions"
+    versions = ROOT / "migrations" / "versions"
     names = sorted(p.name for p in versions.glob("*.py"))
     assert names and all(n[:4].isdigit() and n[4] == "_" and n[7] == "_" for n in names)

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from commest.errors import ParseError
-from commest.profiles.parsers import parse_benchmark_text
+from estimator.errors import ParseError
+from profiles.parsers import parse_benchmark_text
 
 HEADER = """# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
 #

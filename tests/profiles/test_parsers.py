@@ -1,4 +1,4 @@
-"""Benchmark-output parsers: nccl-tests / rccl-tests and OSU (commest.profiles.parsers)."""
+"""Benchmark-output parsers: nccl-tests / rccl-tests and OSU (profiles.parsers)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commest.errors import ParseError, ValidationError
-from commest.profiles.parsed import ParsedPoint, ParsedRun, ParseResult
-from commest.profiles.parsers import apply_hints, parse_benchmark_text
+from estimator.errors import ParseError, ValidationError
+from profiles.parsed import ParsedPoint, ParsedRun, ParseResult
+from profiles.parsers import apply_hints, parse_benchmark_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HEADER = "#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong"

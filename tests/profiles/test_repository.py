@@ -10,14 +10,14 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from commest.errors import ConflictError, NotFoundError, ParseError, ValidationError
-from commest.estimator.bandwidth import Collective, TrafficKind
-from commest.profiles import repository as repo
-from commest.profiles.calibration import CalibrationSample, fit_utilization
-from commest.profiles.db import transaction
-from commest.profiles.models import Calibration, Point, Profile, Run, Upload
-from commest.profiles.nominal import NOMINAL_SPECS, ensure_nominal_profiles
-from commest.profiles.parsed import ParsedPoint, ParsedRun
+from estimator.bandwidth import Collective, TrafficKind
+from estimator.errors import ConflictError, NotFoundError, ParseError, ValidationError
+from profiles import repository as repo
+from profiles.calibration import CalibrationSample, fit_utilization
+from profiles.db import transaction
+from profiles.models import Calibration, Point, Profile, Run, Upload
+from profiles.nominal import NOMINAL_SPECS, ensure_nominal_profiles
+from profiles.parsed import ParsedPoint, ParsedRun
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEXT = "# all_reduce_perf, hand-made\n    1024  256 float sum -1  12.0 ...\n"
@@ -231,7 +231,7 @@ def test_upload_failing_midway_leaves_nothing_even_if_the_caller_commits(
 
 
 def test_unparseable_text_leaves_the_database_unchanged(session: Session) -> None:
-    pytest.importorskip("commest.profiles.parsers")
+    pytest.importorskip("profiles.parsers")
     _profile(session)
     session.commit()
     before = _counts(session)
@@ -242,7 +242,7 @@ def test_unparseable_text_leaves_the_database_unchanged(session: Session) -> Non
 
 
 def test_upload_runs_parses_nccl_tests_output(session: Session) -> None:
-    pytest.importorskip("commest.profiles.parsers")
+    pytest.importorskip("profiles.parsers")
     _profile(session)
     text = (FIXTURES / "nccl_all_reduce_16gpu_2node.txt").read_text()
     outcome = repo.upload_runs(session=session, profile_name="cluster-a", text=text)

@@ -1,0 +1,204 @@
+"""What the routes depend on: the app's runtime (settings, database, caches, token) and auth.
+
+``Runtime`` is built by ``create_app`` and started by the lifespan (migrations, nominal
+profiles, token); a request that needs the database starts it too if the lifespan did not run
+(an app used without its lifespan, e.g. ``TestClient(app)`` outside a ``with`` block) or if
+the database was down at start. Typed aliases are declared once here.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.service import ProfileSource, ProviderCache, SnapshotCache
+from api.settings import Settings
+from estimator.errors import AuthError, UnavailableError
+from profiles.db import make_engine, ping, session_factory, upgrade_database
+from profiles.nominal import ensure_nominal_profiles
+
+log = logging.getLogger("api")
+
+TOKEN_FILE = "api-token"
+
+
+def token_path(settings: Settings) -> Path:
+    """Where a generated API token is kept: ``<data_dir>/api-token``."""
+    return settings.data_dir.expanduser() / TOKEN_FILE
+
+
+def load_or_create_token(settings: Settings) -> str:
+    """The bearer token for writes: ``COMMEST_API_TOKEN``, else the token file (made once).
+
+    The file is created with mode 0600 and its path (never the token) is logged.
+    """
+    if settings.api_token is not None and settings.api_token.get_secret_value():
+        return settings.api_token.get_secret_value()
+    path = token_path(settings)
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        token = ""
+    if token:
+        return token
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it first: use theirs
+        return path.read_text(encoding="utf-8").strip()
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(token + "\n")
+    log.warning("generated an API token for writes; it is in %s (mode 0600)", path)
+    return token
+
+
+class Runtime:
+    """Settings, database engine, sessions, provider cache and token of one app."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.url = settings.resolved_database_url
+        self._engine: Engine | None = None
+        self._sessions: sessionmaker[Session] | None = None
+        self.providers = ProviderCache()
+        self.snapshots = SnapshotCache()
+        self._token: bytes | None = None
+        self._started = False
+        self._lock = threading.Lock()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    self._engine = make_engine(self.url)
+                    self._sessions = session_factory(self._engine)
+        return self._engine
+
+    @property
+    def sessions(self) -> sessionmaker[Session]:
+        _ = self.engine
+        assert self._sessions is not None
+        return self._sessions
+
+    def start(self) -> None:
+        """Migrate the database and insert the nominal profiles (once; retried on failure)."""
+        if self._started:
+            return
+        with self._lock:
+            if self._started:
+                return
+            try:
+                upgrade_database(self.url)
+                engine = self._engine or make_engine(self.url)
+                self._engine = engine
+                self._sessions = session_factory(engine)
+                with self._sessions() as session, session.begin():
+                    inserted = ensure_nominal_profiles(session=session)
+            except SQLAlchemyError as exc:
+                raise UnavailableError(
+                    f"the database is not reachable ({type(exc).__name__}); retry later"
+                ) from exc
+            if inserted:
+                log.info("inserted nominal profiles: %s", ", ".join(inserted))
+            self._started = True
+
+    def token(self) -> bytes:
+        """The bearer token (loaded or generated on first use)."""
+        if self._token is None:
+            self._token = load_or_create_token(self.settings).encode("utf-8")
+        return self._token
+
+    def close(self) -> None:
+        """Dispose of the engine's connections."""
+        if self._engine is not None:
+            self._engine.dispose()
+
+    # -- units of work ------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """A session committed on success and rolled back on error.
+
+        Cached profile snapshots are invalidated when it ends (it may have written).
+        """
+        self.start()
+        try:
+            with self.sessions() as session, session.begin():
+                yield session
+        finally:
+            self.snapshots.bump()
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A Core connection for a short read (no ORM session: reads on the hot path)."""
+        self.start()
+        with self.engine.connect() as connection:
+            yield connection
+
+    def profiles(self) -> ProfileSource:
+        """Profiles read on their own short connections, providers and snapshots cached."""
+        return ProfileSource(scope=self.read, cache=self.providers, snapshots=self.snapshots)
+
+    def profiles_in(self, session: Session) -> ProfileSource:
+        """Profiles read inside an open session."""
+
+        @contextmanager
+        def scope() -> Iterator[Session]:
+            yield session
+
+        return ProfileSource(scope=scope, cache=self.providers)
+
+    def ping(self) -> None:
+        """Readiness: the database answers (UnavailableError otherwise)."""
+        ping(self.engine)
+        self.start()
+
+
+async def get_runtime(request: Request) -> Runtime:
+    """The app's runtime."""
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+_bearer = HTTPBearer(auto_error=False, description="COMMEST_API_TOKEN or <data_dir>/api-token")
+
+
+async def require_token(
+    request: Request,
+    runtime: RuntimeDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Writes need ``Authorization: Bearer <token>`` (compared in constant time)."""
+    header = request.headers.get("authorization")
+    if header is None:
+        raise AuthError("this write needs an Authorization: Bearer <token> header")
+    if credentials is None or not credentials.credentials.strip():
+        raise AuthError(
+            "malformed Authorization header; expected 'Bearer <token>'",
+            challenge='Bearer error="invalid_request"',
+        )
+    given = credentials.credentials.strip().encode("utf-8")
+    if not hmac.compare_digest(given, runtime.token()):
+        raise AuthError("the bearer token is not valid", challenge='Bearer error="invalid_token"')
+
+
+Writer = Depends(require_token)

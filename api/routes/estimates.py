@@ -1,0 +1,33 @@
+"""POST /v1/estimates: iteration time, its named terms, traffic, memory and throughput."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
+
+from api import service
+from api.deps import RuntimeDep
+from api.problems import problem_responses
+from api.schemas import EstimateRequest, EstimateResponse
+
+router = APIRouter(prefix="/v1", tags=["estimates"])
+
+
+@router.post(
+    "/estimates",
+    response_model=EstimateResponse,
+    responses=problem_responses(404, 422, 503),
+)
+async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> dict[str, Any]:
+    """One layout's iteration time with every term, collective and assumption behind it."""
+    profiles = runtime.profiles()
+    name = body.cluster.profile
+    snapshot = profiles.cached(name) if name is not None else None
+    if name is None or snapshot is not None:
+        # pure CPU, sub-millisecond: no thread hop, no database read
+        pinned = service.PinnedProfile(snapshot) if snapshot is not None else profiles
+        return service.estimate_request_body(request=body, profiles=pinned)
+    # a database read: never block the event loop on it
+    return await run_in_threadpool(service.estimate_request_body, request=body, profiles=profiles)

@@ -1,0 +1,54 @@
+"""POST /v1/traffic-matrices: GPU-to-GPU (or node-to-node) bytes per iteration."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter
+from fastapi.responses import Response, StreamingResponse
+
+from api import plots, service
+from api.deps import RuntimeDep
+from api.problems import problem_responses
+from api.schemas import TrafficMatrixRequest
+
+router = APIRouter(prefix="/v1", tags=["traffic matrices"])
+
+
+@router.post(
+    "/traffic-matrices",
+    responses={
+        200: {
+            "description": "sparse rows (json), CSV with header src,dst,bytes,kind, or a PNG",
+            "content": {"application/json": {}, "text/csv": {}, "image/png": {}},
+        },
+        **problem_responses(404, 413, 422, 503),
+    },
+)
+def create_traffic_matrix(body: TrafficMatrixRequest, runtime: RuntimeDep) -> Response:
+    """The traffic matrix of one layout as sparse JSON rows, CSV or a heatmap PNG."""
+    settings = runtime.settings
+    answer = service.traffic_matrix(
+        request=body,
+        profiles=runtime.profiles(),
+        max_matrix_gpus=settings.max_matrix_gpus,
+        max_dense_gpus=settings.max_dense_gpus,
+    )
+    if body.format == "csv":
+        return StreamingResponse(
+            service.traffic_csv_lines(answer=answer),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": 'attachment; filename="traffic.csv"'},
+        )
+    if body.format == "png":
+        # the caps were checked before the matrix was made; bin it to what a picture shows
+        dense, block = service.binned_matrix(traffic=answer.traffic)
+        lay = body.layout
+        title = (
+            f"bytes per iteration, {answer.level} level: p={lay.pipeline} t={lay.tensor} "
+            f"d={lay.data}, {answer.gpus} GPUs, {answer.algorithm.value}"
+        )
+        png = plots.traffic_heatmap(dense, level=answer.level, title=title, block=block)
+        return Response(png, media_type="image/png")
+    payload = json.dumps(service.traffic_json(answer=answer), separators=(",", ":"))
+    return Response(payload, media_type="application/json")

@@ -1,0 +1,700 @@
+"""Request and response schemas of the REST API (pydantic v2), apart from the ORM models.
+
+Families by role: ``*In`` are parts of a request, ``*Request`` whole request bodies, ``*Out``
+parts of a response, ``*Response`` whole response bodies; profiles follow
+``ProfileCreate / ProfileUpdate / ProfileRead``. Requests forbid unknown fields: a misspelt
+knob is a 422, never silently ignored. Range rules that the engine also checks (layout
+divisibility, model shape) are left to the engine, which names the field and the rule.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from estimator.specs import Fidelity, Precision, Recompute
+from estimator.traffic import Algorithm
+
+NAME_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+
+EXAMPLE_ESTIMATE: dict[str, Any] = {
+    "model": {"preset": "gpt3-175b"},
+    "layout": {
+        "pipeline": 8,
+        "tensor": 8,
+        "data": 24,
+        "virtual_stages": 1,
+        "sequence_parallel": False,
+        "zero_stage": 0,
+    },
+    "training": {
+        "global_batch_size": 1536,
+        "micro_batch_size": 1,
+        "recompute": "full",
+        "precision": "fp16",
+    },
+    "cluster": {"profile": "dgx-a100-nominal", "utilization": 0.5},
+    "fidelity": "detailed",
+}
+
+EXAMPLE_SCALAR_C: dict[str, Any] = {
+    "model": {
+        "num_layers": 96,
+        "hidden_size": 12288,
+        "num_attention_heads": 96,
+        "seq_length": 2048,
+        "vocab_size": 51200,
+    },
+    "layout": {"pipeline": 8, "tensor": 8, "data": 24},
+    "training": {"global_batch_size": 1536, "micro_batch_size": 1, "recompute": "full"},
+    "cluster": {
+        "gpus_per_node": 8,
+        "peak_tflops": 312,
+        "utilization": 0.5,
+        "bandwidth_gbps": {"tp": 200, "pp": 20, "dp": 20},
+        "gpu_memory_gb": 80,
+    },
+    "fidelity": "paper",
+}
+
+
+MAX_COUNT = 2**31 - 1  # what every database stores as an integer
+MAX_FLOAT = 1e15  # far beyond any figure the API takes, far below overflow
+MAX_GPU_MEMORY_GB = 1e6  # a stored profile keeps bytes in a 64-bit integer
+Count = Annotated[int, Field(le=MAX_COUNT)]  # > 0 is the engine's rule (it names the field)
+Tflops = Annotated[float, Field(gt=0, le=MAX_FLOAT)]
+DtypeKey = Annotated[str, Field(min_length=1, max_length=16)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+# --- estimate request parts -------------------------------------------------------------------
+
+
+class ModelIn(_In):
+    """A GPT-style model: a preset, explicit shape fields, or a preset plus overrides."""
+
+    preset: str | None = Field(None, description="key of GET /v1/presets/models")
+    num_layers: Count | None = None
+    hidden_size: Count | None = None
+    num_attention_heads: Count | None = None
+    seq_length: Count | None = None
+    vocab_size: Count | None = None
+    ffn_hidden_size: Count | None = None
+    swiglu: bool | None = None
+    num_query_groups: Count | None = None
+    tied_embeddings: bool | None = None
+    num_parameters: Count | None = None
+    moe_num_experts: Count | None = None
+    moe_top_k: Count | None = None
+    moe_every_k_layers: Count | None = None
+    moe_ffn_hidden_size: Count | None = None
+
+
+class LayoutIn(_In):
+    """The parallel layout (p, t, d) and its refinements; defaults are Megatron's."""
+
+    pipeline: Count
+    tensor: int
+    data: Count
+    virtual_stages: Count = 1
+    sequence_parallel: bool = False
+    zero_stage: Count = 0
+    context_parallel: Count = 1
+    expert_parallel: int = 1
+    rank_order: str = "tp-dp-pp"
+    scatter_gather: bool = True
+    overlap_dp: bool = False
+    overlap_tp: bool = False
+    first_stage_layers: Count | None = Field(
+        None, description="layers on the first pipeline stage (Megatron's uneven split)"
+    )
+    last_stage_layers: Count | None = Field(
+        None, description="layers on the last pipeline stage (Megatron's uneven split)"
+    )
+
+
+class _Numerics(_In):
+    """Numerics shared by estimates and plans."""
+
+    global_batch_size: Count
+    precision: Precision = Precision.FP16
+    grad_reduce_precision: Precision | None = None
+    flash_attention: bool = Field(
+        True,
+        description="FlashAttention: no materialised s² scores (memory, HBM traffic); "
+        "false for runs without it (Megatron-LM before 2023)",
+    )
+
+
+class TrainingIn(_Numerics):
+    """Batch and numerics of one iteration."""
+
+    micro_batch_size: Count = 1
+    recompute: Recompute = Recompute.FULL
+
+
+class PlanTrainingIn(_Numerics):
+    """Batch and numerics for a plan; micro-batch size and recompute, when given, pin the
+    sweep to that value (the plan's list constraints widen it)."""
+
+    micro_batch_size: Count | None = None
+    recompute: Recompute | None = None
+
+
+class BandwidthIn(_In):
+    """The paper's scalar C per kind of traffic: bus bandwidth in GB/s (10^9 B/s)."""
+
+    tp: float = Field(gt=0, le=MAX_FLOAT)
+    pp: float = Field(gt=0, le=MAX_FLOAT)
+    dp: float = Field(gt=0, le=MAX_FLOAT)
+    cp: float | None = Field(None, gt=0, le=MAX_FLOAT, description="default: tp")
+    expert: float | None = Field(None, gt=0, le=MAX_FLOAT, description="default: dp")
+    embedding_sync: float | None = Field(None, gt=0, le=MAX_FLOAT, description="default: dp")
+
+
+class ClusterIn(_In):
+    """A stored profile, or explicit figures (GPUs per node, peak, u, scalar bandwidths)."""
+
+    profile: str | None = Field(None, description="name of a profile (GET /v1/profiles)")
+    gpus_per_node: Count | None = None
+    peak_tflops: float | None = Field(None, gt=0, le=MAX_FLOAT, description="dense TFLOP/s per GPU")
+    utilization: float | None = Field(None, gt=0, le=1, description="u, fraction of peak")
+    bandwidth_gbps: BandwidthIn | None = None
+    gpu: str | None = Field(None, description="key of GET /v1/presets/gpus")
+    gpu_memory_gb: float | None = Field(None, gt=0, le=MAX_FLOAT, description="GB = 10^9 bytes")
+    memory_bandwidth_gbps: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_FLOAT,
+        description="HBM GB/s (default: the GPU preset's or nominal profile's)",
+    )
+    memory_traffic_factor: float | None = Field(
+        None,
+        ge=0,
+        le=MAX_FLOAT,
+        description="γ of the roofline refinement of compute time (detailed fidelity); "
+        "default: the nominal profile's fitted γ, else 0 (pure FLOPs/(u·F))",
+    )
+
+
+class _ScenarioIn(_In):
+    model: ModelIn
+    layout: LayoutIn
+    training: TrainingIn
+    fidelity: Fidelity = Fidelity.DETAILED
+    gpus: Count | None = Field(None, description="when given, must equal p·t·d·cp")
+
+
+class EstimateRequest(_ScenarioIn):
+    """POST /v1/estimates."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [EXAMPLE_ESTIMATE, EXAMPLE_SCALAR_C]}
+    )
+
+    cluster: ClusterIn
+
+
+class TrafficMatrixRequest(EstimateRequest):
+    """POST /v1/traffic-matrices: an estimate request plus the matrix's form."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{**EXAMPLE_ESTIMATE, "format": "json", "level": "node"}]},
+    )
+
+    format: Literal["json", "csv", "png"] = "json"
+    level: Literal["gpu", "node"] = "gpu"
+    algorithm: Algorithm = Algorithm.RING
+
+
+PLAN_CONSTRAINTS = (
+    "max_tensor",
+    "micro_batch_sizes",
+    "zero_stages",
+    "recompute",
+    "sequence_parallel",
+    "max_virtual_stages",
+    "drop_infeasible",
+)
+
+
+class PlanRequest(_In):
+    """POST /v1/plans: every valid layout of ``gpus`` GPUs, ranked by iteration time.
+
+    Constraints may be given at the top level or grouped under ``constraints``.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": {"preset": "gpt3-175b"},
+                    "training": {"global_batch_size": 1536, "precision": "fp16"},
+                    "cluster": {"profile": "dgx-a100-nominal", "utilization": 0.5},
+                    "gpus": 1536,
+                    "top_k": 10,
+                    "max_tensor": 8,
+                }
+            ]
+        },
+    )
+
+    model: ModelIn
+    training: PlanTrainingIn
+    cluster: ClusterIn
+    fidelity: Fidelity = Fidelity.DETAILED
+    gpus: int = Field(gt=0, le=MAX_COUNT)
+    top_k: int = Field(10, ge=1, le=10_000)
+    max_tensor: int | None = Field(None, ge=1, le=MAX_COUNT)
+    micro_batch_sizes: list[Count] | None = Field(None, min_length=1, max_length=64)
+    zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(None, min_length=1)
+    recompute: list[Recompute] | None = Field(None, min_length=1)
+    sequence_parallel: list[bool] | None = Field(None, min_length=1)
+    max_virtual_stages: int = Field(8, ge=1, le=64)
+    drop_infeasible: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_constraints(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "constraints" not in data:
+            return data
+        constraints = data["constraints"]
+        if not isinstance(constraints, dict):
+            raise ValueError("constraints must be an object")
+        unknown = sorted(set(constraints) - set(PLAN_CONSTRAINTS))
+        if unknown:
+            raise ValueError(f"unknown constraints {unknown}; known: {list(PLAN_CONSTRAINTS)}")
+        twice = sorted(set(constraints) & set(data))
+        if twice:
+            raise ValueError(f"{twice} given both at the top level and under constraints")
+        lifted = {k: v for k, v in data.items() if k != "constraints"}
+        lifted.update(constraints)
+        return lifted
+
+
+class CheckRequest(EstimateRequest):
+    """POST /v1/checks: an estimate request and exactly one criterion."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {**EXAMPLE_ESTIMATE, "max_iteration_time_s": 30.0},
+                {**EXAMPLE_ESTIMATE, "baseline": "gpt3-main", "tolerance": 0.05},
+            ]
+        },
+    )
+
+    max_iteration_time_s: float | None = Field(None, gt=0, le=MAX_FLOAT)
+    baseline: str | None = Field(None, pattern=NAME_PATTERN)
+    tolerance: float | None = Field(
+        None, ge=0, le=MAX_FLOAT, description="fraction over the baseline allowed (default 0.05)"
+    )
+
+
+class BaselinePut(_In):
+    """PUT /v1/baselines/{name}: an estimate request, or ``{"request", "iteration_time_s"}``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"request": EXAMPLE_ESTIMATE, "iteration_time_s": 24.1}]},
+    )
+
+    request: EstimateRequest
+    iteration_time_s: float | None = Field(
+        None, gt=0, description="the time to hold as the baseline (default: the prediction)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wrap_bare_request(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "request" not in data and "iteration_time_s" not in data:
+            return {"request": data}
+        return data
+
+
+class CalibrationEstimateIn(_ScenarioIn):
+    """An estimate request whose cluster is the calibrated profile (cluster may be left out)."""
+
+    cluster: ClusterIn | None = None
+
+
+class CalibrationRunIn(_In):
+    """One layout run on the cluster and its measured iteration time."""
+
+    request: CalibrationEstimateIn
+    measured_iteration_time_s: float = Field(gt=0, le=MAX_FLOAT)
+    label: str | None = Field(None, max_length=200)
+
+
+class CalibrationRequest(_In):
+    """POST /v1/profiles/{name}/calibrations."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "runs": [
+                        {
+                            "request": {
+                                k: v for k, v in EXAMPLE_ESTIMATE.items() if k != "cluster"
+                            },
+                            "measured_iteration_time_s": 26.0,
+                            "label": "gpt3 p8 t8 d24",
+                        }
+                    ],
+                    "apply": True,
+                }
+            ]
+        },
+    )
+
+    runs: list[CalibrationRunIn] = Field(min_length=1, max_length=1000)
+    apply: bool = False
+
+
+class ProfileCreate(_In):
+    """POST /v1/profiles."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "my-a100-cluster",
+                    "gpu_model": "A100-SXM4-80GB",
+                    "gpus_per_node": 8,
+                    "peak_tflops": 312,
+                    "utilization": 0.45,
+                    "gpu_memory_gb": 80,
+                    "description": "training cluster, HDR IB",
+                }
+            ]
+        },
+    )
+
+    name: str = Field(pattern=NAME_PATTERN)
+    gpu_model: str = Field(min_length=1, max_length=64)
+    gpus_per_node: int = Field(ge=1, le=1024)
+    peak_tflops: float | None = Field(None, gt=0, le=MAX_FLOAT)
+    peak_tflops_by_dtype: dict[DtypeKey, Tflops] | None = Field(None, max_length=32)
+    utilization: float | None = Field(None, gt=0, le=1)
+    gpu_memory_gb: float | None = Field(None, gt=0, le=MAX_GPU_MEMORY_GB)
+    description: str = Field("", max_length=10_000)
+
+
+class ProfileUpdate(_In):
+    """PATCH /v1/profiles/{name}: only the fields given change; null clears a nullable one."""
+
+    name: str | None = Field(None, pattern=NAME_PATTERN)
+    gpu_model: str | None = Field(None, min_length=1, max_length=64)
+    gpus_per_node: int | None = Field(None, ge=1, le=1024)
+    peak_tflops: float | None = Field(None, gt=0, le=MAX_FLOAT)
+    peak_tflops_by_dtype: dict[DtypeKey, Tflops] | None = Field(None, max_length=32)
+    utilization: float | None = Field(None, gt=0, le=1)
+    gpu_memory_gb: float | None = Field(None, gt=0, le=MAX_GPU_MEMORY_GB)
+    description: str | None = Field(None, max_length=10_000)
+
+
+# --- responses --------------------------------------------------------------------------------
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RatiosOut(_Out):
+    communication: float
+    bubble: float
+
+
+class ThroughputOut(_Out):
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+
+
+class CollectiveOut(_Out):
+    """One collective of the iteration with the bandwidth used and where it came from."""
+
+    kind: str
+    term: str
+    op: str
+    ranks: int
+    nodes: int
+    size_bytes: float
+    calls_per_iteration: float
+    busbw_gbps: float
+    method: str
+    source: str
+    time_per_call_s: float
+    link_time_s: float
+
+
+class MemoryOut(_Out):
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    total_bytes: float
+    capacity_bytes: float | None
+    fits: bool | None
+
+
+class ClusterOut(_Out):
+    """The cluster figures the estimate used, and where each came from."""
+
+    profile: str | None
+    gpus_per_node: int
+    peak_tflops: float
+    utilization: float
+    utilization_source: str
+    gpu_memory_bytes: float | None
+    memory_bandwidth_gbps: float | None
+    memory_traffic_factor: float
+    bandwidth: str
+
+
+class EstimateResponse(_Out):
+    """POST /v1/estimates."""
+
+    iteration_time_s: float
+    breakdown_s: dict[str, float]
+    link_time_s: dict[str, float]
+    ratios: RatiosOut
+    throughput: ThroughputOut
+    traffic_bytes_per_gpu: dict[str, float]
+    collectives: list[CollectiveOut]
+    memory: MemoryOut
+    micro_batches: int
+    parameters: float
+    parameters_per_gpu: float
+    model_flops_per_iteration: float
+    hardware_flops_per_iteration: float
+    gpus: int
+    fidelity: Fidelity
+    cluster: ClusterOut
+    assumptions: list[str]
+    warnings: list[str]
+
+
+class PlanLayoutOut(_Out):
+    pipeline: int
+    tensor: int
+    data: int
+    virtual_stages: int
+    sequence_parallel: bool
+    zero_stage: int
+    micro_batch_size: int
+    recompute: Recompute
+
+
+class PlanEntryOut(_Out):
+    rank: int
+    layout: PlanLayoutOut
+    iteration_time_s: float
+    breakdown_s: dict[str, float]
+    micro_batches: int
+    memory_bytes: float
+    fits: bool | None
+
+
+class PlanResponse(_Out):
+    """POST /v1/plans."""
+
+    gpus: int
+    evaluated: int
+    feasible: int | None
+    layouts: list[PlanEntryOut]
+    cluster: ClusterOut
+    assumptions: list[str]
+    warnings: list[str]
+
+
+class BaselineRead(_Out):
+    name: str
+    iteration_time_s: float
+    request: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class BaselineWritten(BaselineRead):
+    predicted_iteration_time_s: float
+    source: Literal["predicted", "given"]
+
+
+class CheckResponse(_Out):
+    """POST /v1/checks."""
+
+    passed: bool
+    criterion: Literal["budget", "baseline"]
+    predicted_iteration_time_s: float
+    limit_s: float
+    margin_s: float
+    margin_pct: float
+    baseline: dict[str, Any] | None
+    estimate: EstimateResponse
+
+
+class ProfileRead(_Out):
+    name: str
+    gpu_model: str
+    gpus_per_node: int
+    peak_tflops: float | None
+    peak_tflops_by_dtype: dict[str, float] | None
+    gpu_memory_bytes: int | None
+    gpu_memory_gb: float | None
+    utilization: float | None
+    utilization_source: str | None
+    description: str
+    nominal: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class ProfilesPage(_Out):
+    profiles: list[ProfileRead]
+    count: int
+
+
+class PointOut(_Out):
+    size_bytes: int
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    in_place: bool
+
+
+class RunOut(_Out):
+    id: int
+    upload_id: int
+    collective: str
+    tool: str
+    backend: str | None
+    ranks: int
+    nodes: int
+    ranks_per_node: int | None
+    gpu_model: str | None
+    dtype: str | None
+    tool_version: str | None
+    alpha_us: float | None
+    beta_gbps: float | None
+    warnings: list[str]
+    created_at: datetime
+    points: list[PointOut] | None
+    already_stored: bool | None = None
+
+
+class UploadResponse(_Out):
+    runs: list[RunOut]
+    warnings: list[str]
+
+
+class RunsPage(_Out):
+    runs: list[RunOut]
+    count: int
+
+
+class BandwidthResponse(_Out):
+    profile: str
+    op: str
+    ranks: int
+    nodes: int
+    bytes: float
+    busbw_gbps: float
+    algbw_gbps: float
+    time_us: float
+    method: str
+    source: str
+
+
+class CurveOut(_Out):
+    op: str
+    ranks: int
+    nodes: int
+    backend: str
+    dtype: str | None
+    run_id: int | None
+    label: str
+    nominal: bool
+    in_place: bool
+    sizes_bytes: list[int]
+    busbw_gbps: list[float]
+    alpha_us: float | None
+    beta_gbps: float | None
+
+
+class CurvesResponse(_Out):
+    profile: str
+    curves: list[CurveOut]
+
+
+class TuningRowOut(_Out):
+    size_bytes: int
+    best_backend: str
+    busbw_gbps: float
+
+
+class TuningTableResponse(_Out):
+    profile: str
+    op: str
+    ranks: int
+    nodes: int | None
+    rows: list[TuningRowOut]
+
+
+class ResidualOut(_Out):
+    label: str | None
+    measured_s: float
+    predicted_s: float
+    residual_s: float
+    residual_pct: float
+    scaled_s: float | None
+    fixed_s: float | None
+
+
+class CalibrationResponse(_Out):
+    id: int
+    profile: str
+    utilization: float
+    mape_pct: float
+    residuals: list[ResidualOut]
+    applied: bool | None = Field(description="null in listings: not recorded per calibration")
+    created_at: datetime
+
+
+class ModelPresetOut(_Out):
+    key: str
+    source: str
+    published_parameters: float | None
+    parameters: float
+    spec: dict[str, Any]
+
+
+class GpuPresetOut(_Out):
+    key: str
+    name: str
+    memory_bytes: float
+    peak_tflops: dict[str, float]
+    source: str
+
+
+class HealthResponse(_Out):
+    status: Literal["ok"]
+    version: str
+
+
+class ReadyResponse(_Out):
+    status: Literal["ready"]
+    database: str

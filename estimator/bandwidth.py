@@ -1,0 +1,175 @@
+"""Collectives, the bus-bandwidth convention and the bandwidth-provider protocol.
+
+Bus bandwidth follows nccl-tests (doc/PERFORMANCE.md): busbw = algbw · factor, with
+algbw = S / t, S the message size as nccl-tests counts it. So the time of one collective is
+``time_s = factor(op, n) · S / (busbw_gbps · 1e9)`` (GB = 10^9 bytes, as nccl-tests prints).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from estimator.errors import ValidationError
+
+FloatArray = npt.NDArray[np.float64]
+Num = float | FloatArray
+
+
+class Collective(StrEnum):
+    """nccl-tests collective names (OSU point-to-point tests count as sendrecv)."""
+
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALLTOALL = "alltoall"
+    SENDRECV = "sendrecv"
+    BROADCAST = "broadcast"
+    REDUCE = "reduce"
+    GATHER = "gather"
+    SCATTER = "scatter"
+    HYPERCUBE = "hypercube"
+
+
+class TrafficKind(StrEnum):
+    """What a collective is for; the paper's C is given per kind (C_TP, C_PP, C_DP)."""
+
+    TP = "tp"
+    CP = "cp"
+    PP = "pp"
+    DP = "dp"
+    EMBEDDING_SYNC = "embedding_sync"
+    EXPERT = "expert"
+
+
+def bus_factor(op: Collective, ranks: Num) -> Num:
+    """busbw / algbw for ``op`` over ``ranks`` ranks (nccl-tests doc/PERFORMANCE.md)."""
+    n = ranks
+    if op is Collective.ALL_REDUCE:
+        return 2.0 * (n - 1.0) / n
+    if op in (
+        Collective.ALL_GATHER,
+        Collective.REDUCE_SCATTER,
+        Collective.ALLTOALL,
+        Collective.GATHER,
+        Collective.SCATTER,
+        Collective.HYPERCUBE,
+    ):
+        return (n - 1.0) / n
+    return 1.0 + 0.0 * n  # broadcast, reduce, sendrecv: factor 1 (keeps the array shape)
+
+
+def parse_collective(value: str) -> Collective:
+    """``Collective`` from a user's spelling (``all_reduce``, ``allreduce``, ``all-reduce``)."""
+    key = value.strip().lower().replace("-", "_")
+    aliases = {
+        "allreduce": "all_reduce",
+        "allgather": "all_gather",
+        "reducescatter": "reduce_scatter",
+        "all_to_all": "alltoall",
+        "alltoallv": "alltoall",
+        "send_recv": "sendrecv",
+        "bcast": "broadcast",
+        "p2p": "sendrecv",
+    }
+    key = aliases.get(key, key)
+    try:
+        return Collective(key)
+    except ValueError:
+        names = ", ".join(c.value for c in Collective)
+        raise ValidationError("op", value, f"must be one of {names}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class BandwidthAnswer:
+    """One effective-bandwidth answer and how it was obtained.
+
+    ``method`` is one of: fixed (a scalar C given by the user), measured, interpolated,
+    extrapolated, derived, nominal. ``source`` says which run or figure it came from.
+    """
+
+    busbw_gbps: float
+    method: str
+    source: str
+
+
+@runtime_checkable
+class BandwidthProvider(Protocol):
+    """Effective bus bandwidth for a collective at a scale, placement and message size.
+
+    ``busbw_gbps`` must accept scalars or equal-shaped arrays for ranks, nodes and size and
+    return the same shape (the sweep calls it with arrays of a million layouts); ``explain``
+    answers one query with its provenance and must agree with ``busbw_gbps`` exactly.
+    """
+
+    def busbw_gbps(
+        self, kind: TrafficKind, op: Collective, ranks: Num, nodes: Num, size_bytes: Num
+    ) -> Num: ...
+
+    def explain(
+        self, kind: TrafficKind, op: Collective, ranks: int, nodes: int, size_bytes: float
+    ) -> BandwidthAnswer: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FixedBandwidth:
+    """The paper's scalar effective bandwidths C (busbw, GB/s) per kind of traffic.
+
+    Kinds without their own figure use ``dp_gbps`` (expert and embedding traffic cross the
+    same fabric as DP in the default rank order) and context parallel uses ``tp_gbps``.
+    """
+
+    tp_gbps: float
+    pp_gbps: float
+    dp_gbps: float
+    expert_gbps: float | None = None
+    embedding_sync_gbps: float | None = None
+    cp_gbps: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "tp_gbps",
+            "pp_gbps",
+            "dp_gbps",
+            "expert_gbps",
+            "embedding_sync_gbps",
+            "cp_gbps",
+        ):
+            value = getattr(self, name)
+            if value is not None and not (value > 0 and np.isfinite(value)):
+                raise ValidationError(f"bandwidth.{name}", value, "must be a finite number > 0")
+
+    def _gbps(self, kind: TrafficKind) -> float:
+        if kind is TrafficKind.TP:
+            return self.tp_gbps
+        if kind is TrafficKind.PP:
+            return self.pp_gbps
+        if kind is TrafficKind.CP:
+            return self.cp_gbps or self.tp_gbps
+        if kind is TrafficKind.EXPERT:
+            return self.expert_gbps or self.dp_gbps
+        if kind is TrafficKind.EMBEDDING_SYNC:
+            return self.embedding_sync_gbps or self.dp_gbps
+        return self.dp_gbps
+
+    def busbw_gbps(
+        self, kind: TrafficKind, op: Collective, ranks: Num, nodes: Num, size_bytes: Num
+    ) -> Num:
+        value = self._gbps(kind)
+        if isinstance(size_bytes, np.ndarray):
+            return np.full(size_bytes.shape, value)
+        return value
+
+    def explain(
+        self, kind: TrafficKind, op: Collective, ranks: int, nodes: int, size_bytes: float
+    ) -> BandwidthAnswer:
+        return BandwidthAnswer(self._gbps(kind), "fixed", f"user-given C_{kind.value}")
+
+
+def collective_time_s(op: Collective, ranks: Num, size_bytes: Num, busbw_gbps: Num) -> Num:
+    """Seconds for one collective: factor(op, n) · S / busbw (nccl-tests convention)."""
+    return bus_factor(op, ranks) * size_bytes / (busbw_gbps * 1e9)

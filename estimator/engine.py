@@ -1,0 +1,374 @@
+"""One estimate: the kernel on scalars, wrapped in typed results with provenance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from estimator.bandwidth import Collective, TrafficKind, bus_factor
+from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
+from estimator.specs import RECOMPUTE_CODE, Fidelity, Recompute, Scenario
+from estimator.traffic import (
+    Algorithm,
+    CollectiveLoad,
+    Placement,
+    SparseTraffic,
+    traffic_matrix,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Exposed seconds per named term; the iteration time is their sum (DESIGN.md §4)."""
+
+    compute_s: float
+    tp_s: float
+    cp_s: float
+    pp_s: float
+    dp_s: float
+    bubble_s: float
+    embedding_sync_s: float
+    expert_s: float
+
+    @property
+    def iteration_s(self) -> float:
+        return sum(self.as_dict().values())
+
+    @property
+    def communication_s(self) -> float:
+        return self.tp_s + self.cp_s + self.pp_s + self.dp_s + self.embedding_sync_s + self.expert_s
+
+    def as_dict(self) -> dict[str, float]:
+        return {name: getattr(self, f"{name}_s") for name in TERMS}
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveUse:
+    """One collective of the iteration: what the bandwidth provider was asked and answered."""
+
+    kind: TrafficKind  # the group it runs over (and whose bandwidth it gets)
+    term: str  # the breakdown term its time is charged to
+    op: Collective
+    ranks: int
+    nodes: int
+    size_bytes: float
+    calls_per_iteration: float
+    busbw_gbps: float
+    method: str
+    source: str
+    time_per_call_s: float
+    link_time_s: float
+
+    @property
+    def bytes_per_iteration(self) -> float:
+        """Bytes this GPU sends for it per iteration (bus factor · S · calls)."""
+        return (
+            float(bus_factor(self.op, float(self.ranks)))
+            * self.size_bytes
+            * (self.calls_per_iteration)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    tokens_per_s: float
+    model_tflops_per_gpu: float  # no recompute counted (MFU's convention, PaLM)
+    hardware_tflops_per_gpu: float  # recomputed FLOPs counted too
+    mfu: float
+    hfu: float
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """Bytes per GPU on the most loaded stage (Korthikanti et al. 2022 accounting)."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    total_bytes: float
+    capacity_bytes: float | None
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.capacity_bytes is None else self.total_bytes <= self.capacity_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """Everything one estimate says."""
+
+    scenario: Scenario
+    micro_batches: int
+    breakdown: Breakdown
+    link_s: dict[str, float]
+    throughput: Throughput
+    traffic_bytes: dict[str, float]  # per GPU per iteration per kind (critical stage)
+    collectives: list[CollectiveUse]
+    memory: Memory
+    parameters: float
+    gpu_parameters: float
+    model_flops: float
+    hardware_flops: float
+    assumptions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def iteration_time_s(self) -> float:
+        return self.breakdown.iteration_s
+
+    @property
+    def communication_ratio(self) -> float:
+        return self.breakdown.communication_s / self.iteration_time_s
+
+    @property
+    def bubble_ratio(self) -> float:
+        return self.breakdown.bubble_s / self.iteration_time_s
+
+
+def layout_vars(scenario: Scenario) -> LayoutVars:
+    """The scenario's layout as the kernel's scalar inputs."""
+    lay, tr = scenario.layout, scenario.training
+    return LayoutVars(
+        p=float(lay.pipeline),
+        t=float(lay.tensor),
+        d=float(lay.data),
+        b=float(tr.micro_batch_size),
+        v=float(lay.virtual_stages),
+        cp=float(lay.context_parallel),
+        ep=float(lay.expert_parallel),
+        recompute=float(RECOMPUTE_CODE[tr.recompute]),
+        sp=1.0 if lay.sequence_parallel else 0.0,
+        zero=float(lay.zero_stage),
+        sg=1.0 if lay.scatter_gather else 0.0,
+        overlap_dp=1.0 if lay.overlap_dp else 0.0,
+        overlap_tp=1.0 if lay.overlap_tp else 0.0,
+        first_layers=float(lay.first_stage_layers or 0),
+        last_layers=float(lay.last_stage_layers or 0),
+    )
+
+
+def run_kernel(scenario: Scenario) -> KernelResult:
+    """The kernel on one scenario (scalars in, scalars out)."""
+    c = scenario.cluster
+    return evaluate(
+        scenario.model,
+        scenario.training,
+        layout_vars(scenario),
+        gpus_per_node=c.gpus_per_node,
+        peak_flops=c.peak_flops,
+        utilization=c.utilization,
+        bandwidth=c.bandwidth,
+        fidelity=scenario.fidelity,
+        rank_order=scenario.layout.rank_order,
+        gpu_memory_bytes=c.gpu_memory_bytes,
+        memory_bandwidth_gbps=c.memory_bandwidth_gbps,
+        memory_traffic_factor=c.memory_traffic_factor,
+    )
+
+
+def estimate(scenario: Scenario) -> Estimate:
+    """Iteration time, its named terms, traffic, memory and throughput for one scenario."""
+    k = run_kernel(scenario)
+    m = float(k.micro_batches)
+    uses: list[CollectiveUse] = []
+    traffic: dict[str, float] = {kind.value: 0.0 for kind in TrafficKind}
+    for call in k.calls:
+        count = float(call.count) * (m if call.per_microbatch else 1.0)
+        ranks = int(call.ranks)
+        if count == 0.0 or ranks <= 1 or float(call.size_bytes) == 0.0:
+            continue
+        answer = scenario.cluster.bandwidth.explain(
+            call.kind, call.op, ranks, int(call.nodes), float(call.size_bytes)
+        )
+        use = CollectiveUse(
+            kind=call.kind,
+            term=call.term,
+            op=call.op,
+            ranks=ranks,
+            nodes=int(call.nodes),
+            size_bytes=float(call.size_bytes),
+            calls_per_iteration=count,
+            busbw_gbps=float(call.busbw_gbps),
+            method=answer.method,
+            source=answer.source,
+            time_per_call_s=float(call.time_per_call_s),
+            link_time_s=float(call.time_per_call_s) * count,
+        )
+        uses.append(use)
+        traffic[call.kind.value] += use.bytes_per_iteration
+
+    breakdown = Breakdown(**{f"{name}_s": float(k.terms[name]) for name in TERMS})
+    t_iter = breakdown.iteration_s
+    gpus = scenario.layout.gpus
+    peak = scenario.cluster.peak_flops
+    model_tflops = k.model_flops / (t_iter * gpus) / 1e12
+    hardware_tflops = float(k.hardware_flops) / (t_iter * gpus) / 1e12
+    throughput = Throughput(
+        tokens_per_s=scenario.training.global_batch_size * scenario.model.seq_length / t_iter,
+        model_tflops_per_gpu=model_tflops,
+        hardware_tflops_per_gpu=hardware_tflops,
+        mfu=model_tflops * 1e12 / peak,
+        hfu=hardware_tflops * 1e12 / peak,
+    )
+    mem = k.memory
+    memory = Memory(
+        weights_bytes=float(mem["weights"]),
+        gradients_bytes=float(mem["gradients"]),
+        optimizer_bytes=float(mem["optimizer"]),
+        activations_bytes=float(mem["activations"]),
+        total_bytes=float(mem["total"]),
+        capacity_bytes=float(mem["capacity"]) if "capacity" in mem else None,
+    )
+    return Estimate(
+        scenario=scenario,
+        micro_batches=scenario.micro_batches,
+        breakdown=breakdown,
+        link_s={key: float(value) for key, value in k.link_s.items()},
+        throughput=throughput,
+        traffic_bytes=traffic,
+        collectives=uses,
+        memory=memory,
+        parameters=k.parameters,
+        gpu_parameters=float(k.gpu_parameters),
+        model_flops=k.model_flops,
+        hardware_flops=float(k.hardware_flops),
+        assumptions=assumptions(scenario),
+        warnings=list(scenario.warnings),
+    )
+
+
+def assumptions(scenario: Scenario) -> list[str]:
+    """Every modelling choice behind this estimate, in words a user can check."""
+    lay, tr, model = scenario.layout, scenario.training, scenario.model
+    out: list[str] = []
+    if scenario.fidelity is Fidelity.PAPER:
+        out += [
+            "fidelity=paper: the seed's formulation (DESIGN.md §4) with scalar u and C: "
+            "FLOP_mb = 8·N·b·s/(p·t) with full recompute, 6 otherwise",
+            "N from Megatron-LM eq. 2" if model.num_parameters is None else "N as given",
+            "TP: 4 all-reduces of β·b·s·h per layer and micro-batch; PP: 2 sends of β·b·s·h "
+            "per micro-batch; DP: one ring all-reduce of β_g·N/(p·t) per iteration",
+            "paper fidelity leaves out the embedding sync, context parallel and expert "
+            "all-to-all terms",
+        ]
+        if tr.recompute is Recompute.SELECTIVE:
+            out.append("paper fidelity counts selective recompute as no recompute (6·N·b·s)")
+        if model.is_moe:
+            out.append("paper fidelity treats the MoE model as dense")
+    else:
+        out += [
+            "fidelity=detailed: per-stage FLOPs with the attention s² term (SC21 appendix); "
+            "the logit layer runs on the last stage, which sets the pipeline's pace",
+            f"recompute={tr.recompute.value}: "
+            + {
+                Recompute.FULL: "every layer's forward is replayed, with its 2 TP all-reduces",
+                Recompute.SELECTIVE: "the attention core (Q·Kᵀ, attention·V) is replayed "
+                "(Korthikanti et al. 2022)",
+                Recompute.NONE: "nothing is replayed",
+            }[tr.recompute],
+            "TP: one more all-reduce per micro-batch for the output layer's input gradient",
+            "FlashAttention: the s² attention scores are neither stored nor streamed"
+            if tr.flash_attention
+            else "no FlashAttention: the s² attention scores are materialised (activation "
+            "memory and, with γ > 0, HBM traffic)",
+            "bandwidth per collective from the provider at its actual message size, rank "
+            "count and nodes spanned (rank order " + lay.rank_order + ")",
+            "memory: mixed-precision Adam (2+4+12 bytes/parameter), activations per "
+            "Korthikanti et al. 2022 Table 2 on the first stage with min(p, m) micro-batches "
+            "in flight",
+        ]
+        c = scenario.cluster
+        if c.memory_traffic_factor > 0 and c.memory_bandwidth_gbps:
+            out.append(
+                "compute time = FLOPs/(u·F) + γ·element-wise bytes/HBM bandwidth (roofline "
+                f"refinement; γ={c.memory_traffic_factor:g}, HBM {c.memory_bandwidth_gbps:g} "
+                "GB/s; bytes per Korthikanti et al. 2022 Table 2)"
+            )
+        else:
+            out.append("compute time = FLOPs/(u·F): the paper's scalar utilization")
+        if lay.sequence_parallel and lay.tensor > 1:
+            out.append("sequence parallel: each TP all-reduce is a reduce-scatter + all-gather")
+        if lay.scatter_gather and lay.tensor > 1 and lay.pipeline > 1:
+            out.append(
+                "PP sends use Megatron's scatter/gather: 1/t of the activation per "
+                "send, then an all-gather over the TP group"
+            )
+        if lay.virtual_stages > 1:
+            out.append(
+                f"interleaved schedule: bubble / {lay.virtual_stages}, PP sends × "
+                f"{lay.virtual_stages}"
+            )
+        if lay.zero_stage:
+            out.append(
+                {
+                    1: "ZeRO-1 / distributed optimizer: gradient reduce-scatter + "
+                    "parameter all-gather once per iteration",
+                    2: "ZeRO-2: gradient reduce-scatter every micro-batch, parameter "
+                    "all-gather once per iteration",
+                    3: "ZeRO-3: gradient reduce-scatter and parameter all-gathers "
+                    "(forward, backward, replay) every micro-batch",
+                }[lay.zero_stage]
+            )
+        if model.tied_embeddings and lay.pipeline > 1:
+            out.append(
+                "tied embeddings: all-reduce of the word-embedding gradient between "
+                "the first and last stage once per iteration"
+            )
+        if model.is_moe and lay.expert_parallel > 1:
+            out.append(
+                "MoE: 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer "
+                "and micro-batch over the expert-parallel group, uniform routing"
+            )
+        if lay.overlap_dp:
+            out.append(
+                "DP overlap: gradient reduction hidden behind the last micro-batch's "
+                "backward pass; only the rest is exposed"
+            )
+        if lay.overlap_tp:
+            out.append(
+                "TP overlap: TP collectives hidden behind the layer GEMMs; exposed = "
+                "max(0, T_TP − T_comp)"
+            )
+    if lay.first_stage_layers or lay.last_stage_layers:
+        out.append(
+            f"uneven pipeline: first stage {lay.first_stage_layers or 'even'}, last stage "
+            f"{lay.last_stage_layers or 'even'} layers; the slowest stage sets the pace"
+            + (
+                " (paper fidelity ignores the split: N/(p·t) per GPU)"
+                if scenario.fidelity is Fidelity.PAPER
+                else ""
+            )
+        )
+    if lay.virtual_stages == 1 and lay.pipeline > 1:
+        out.append("1F1B schedule: bubble = (p−1)·(T_comp + T_TP + T_PP) per micro-batch")
+    return out
+
+
+def traffic_loads(result: Estimate) -> list[CollectiveLoad]:
+    """The estimate's collectives as loads for the traffic matrix (DESIGN.md §5).
+
+    Every GPU is given the critical stage's loads; PP sends are split into the two
+    directions (activations forward, gradients backward).
+    """
+    loads: list[CollectiveLoad] = []
+    for use in result.collectives:
+        if use.op is Collective.SENDRECV:
+            loads.append(
+                CollectiveLoad(
+                    use.kind,
+                    use.op,
+                    use.size_bytes,
+                    use.calls_per_iteration / 2.0,
+                    direction="both",
+                )
+            )
+        else:
+            loads.append(CollectiveLoad(use.kind, use.op, use.size_bytes, use.calls_per_iteration))
+    return loads
+
+
+def estimate_traffic(result: Estimate, algorithm: Algorithm = Algorithm.RING) -> SparseTraffic:
+    """GPU-to-GPU bytes per iteration for an estimate's layout and rank order."""
+    sc = result.scenario
+    placement = Placement.from_layout(sc.layout, sc.cluster.gpus_per_node)
+    return traffic_matrix(placement, traffic_loads(result), algorithm)

@@ -1,0 +1,475 @@
+"""Typed inputs of the engine: model, training, layout, cluster; validated on construction.
+
+Symbols follow DESIGN.md §2. Every rule failure raises ``LayoutError``/``ValidationError``
+naming the field, the value and the rule; nothing is rounded or fixed silently.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, TypeVar
+
+from estimator.bandwidth import BandwidthProvider
+from estimator.errors import LayoutError, ValidationError
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class Precision(StrEnum):
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
+BYTES_PER_ELEMENT: dict[Precision, int] = {
+    Precision.FP32: 4,
+    Precision.TF32: 4,
+    Precision.FP16: 2,
+    Precision.BF16: 2,
+    Precision.FP8: 1,
+}
+
+
+class Recompute(StrEnum):
+    NONE = "none"
+    SELECTIVE = "selective"  # Korthikanti et al. 2022: recompute the attention core only
+    FULL = "full"  # replay every layer's forward in the backward pass
+
+
+RECOMPUTE_CODE: dict[Recompute, int] = {
+    Recompute.NONE: 0,
+    Recompute.SELECTIVE: 1,
+    Recompute.FULL: 2,
+}
+
+
+class Fidelity(StrEnum):
+    PAPER = "paper"  # the seed's formulation exactly (scalar C, scalar u)
+    DETAILED = "detailed"  # per-stage FLOPs, per-collective bandwidth, every refinement named
+
+
+def parse_enum(enum: type[E], field_name: str, value: str | E) -> E:
+    """Parse ``value`` into ``enum`` or raise a ValidationError listing the choices."""
+    if isinstance(value, enum):
+        return value
+    try:
+        return enum(str(value).strip().lower())
+    except ValueError:
+        choices = ", ".join(e.value for e in enum)
+        raise ValidationError(field_name, value, f"must be one of {choices}") from None
+
+
+def _positive_int(field_name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValidationError(field_name, value, "must be a whole number > 0")
+
+
+def _positive_float(field_name: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value > 0)
+    ):
+        raise ValidationError(field_name, value, "must be a finite number > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A GPT-style decoder. ``ffn_hidden_size`` defaults to 4h; MoE when ``moe_num_experts`` > 1."""
+
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    seq_length: int
+    vocab_size: int
+    ffn_hidden_size: int | None = None
+    swiglu: bool = False
+    num_query_groups: int | None = None
+    tied_embeddings: bool = True
+    num_parameters: int | None = None  # overrides Megatron eq. 2 when the authors state N
+    moe_num_experts: int = 1
+    moe_top_k: int = 1
+    moe_every_k_layers: int = 1
+    moe_ffn_hidden_size: int | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "num_layers",
+            "hidden_size",
+            "num_attention_heads",
+            "seq_length",
+            "vocab_size",
+            "moe_num_experts",
+            "moe_top_k",
+            "moe_every_k_layers",
+        ):
+            _positive_int(f"model.{name}", getattr(self, name))
+        for name in (
+            "ffn_hidden_size",
+            "num_query_groups",
+            "num_parameters",
+            "moe_ffn_hidden_size",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                _positive_int(f"model.{name}", value)
+        if self.hidden_size % self.num_attention_heads:
+            raise ValidationError(
+                "model.hidden_size",
+                self.hidden_size,
+                f"must be divisible by num_attention_heads={self.num_attention_heads}",
+            )
+        groups = self.query_groups
+        if self.num_attention_heads % groups:
+            raise ValidationError(
+                "model.num_query_groups",
+                groups,
+                f"must divide num_attention_heads={self.num_attention_heads}",
+            )
+        if self.moe_top_k > self.moe_num_experts:
+            raise ValidationError(
+                "model.moe_top_k",
+                self.moe_top_k,
+                f"must be <= moe_num_experts={self.moe_num_experts}",
+            )
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden_size or 4 * self.hidden_size
+
+    @property
+    def query_groups(self) -> int:
+        return self.num_query_groups or self.num_attention_heads
+
+    @property
+    def kv_hidden(self) -> int:
+        """Width of K (and of V): h · groups / heads (GQA); h for plain multi-head attention."""
+        return self.hidden_size * self.query_groups // self.num_attention_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe_num_experts > 1
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers // self.moe_every_k_layers if self.is_moe else 0
+
+    @property
+    def expert_ffn(self) -> int:
+        return self.moe_ffn_hidden_size or self.ffn
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingSpec:
+    """The batch and the numerics of one iteration."""
+
+    global_batch_size: int
+    micro_batch_size: int = 1
+    recompute: Recompute = Recompute.FULL
+    precision: Precision = Precision.FP16
+    grad_reduce_precision: Precision | None = None  # β_g; default: the training precision
+    # FlashAttention (Dao et al. 2022): the s² attention scores are never materialised, so
+    # they cost neither HBM traffic nor activation memory. Runs before 2023 had it off.
+    flash_attention: bool = True
+
+    def __post_init__(self) -> None:
+        _positive_int("training.global_batch_size", self.global_batch_size)
+        _positive_int("training.micro_batch_size", self.micro_batch_size)
+        object.__setattr__(
+            self, "recompute", parse_enum(Recompute, "training.recompute", self.recompute)
+        )
+        object.__setattr__(
+            self, "precision", parse_enum(Precision, "training.precision", self.precision)
+        )
+        if self.grad_reduce_precision is not None:
+            object.__setattr__(
+                self,
+                "grad_reduce_precision",
+                parse_enum(Precision, "training.grad_reduce_precision", self.grad_reduce_precision),
+            )
+
+    @property
+    def activation_bytes(self) -> int:
+        """β: bytes per activation element on the wire (fp8 training still sends bf16)."""
+        return max(2, BYTES_PER_ELEMENT[self.precision])
+
+    @property
+    def grad_bytes(self) -> int:
+        """β_g: bytes per gradient element in the DP reduction."""
+        if self.grad_reduce_precision is not None:
+            return BYTES_PER_ELEMENT[self.grad_reduce_precision]
+        return max(2, BYTES_PER_ELEMENT[self.precision])
+
+
+RANK_DIMS = ("tp", "cp", "dp", "pp")
+
+
+@functools.lru_cache(maxsize=64)
+def parse_rank_order(order: str) -> tuple[str, ...]:
+    """``tp-dp-pp`` -> ("tp", "cp", "dp", "pp"); cp, when not named, sits right after tp."""
+    parts = tuple(p.strip().lower() for p in order.replace(",", "-").split("-") if p.strip())
+    if "cp" not in parts and "tp" in parts:
+        i = parts.index("tp")
+        parts = (*parts[: i + 1], "cp", *parts[i + 1 :])
+    if sorted(parts) != sorted(RANK_DIMS):
+        raise LayoutError(
+            "layout.rank_order",
+            order,
+            "must name tp, dp and pp once each (and cp optionally), e.g. tp-dp-pp",
+        )
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutSpec:
+    """How the job is split: (p, t, d) plus interleaving, SP, CP, ZeRO, EP and rank order."""
+
+    pipeline: int
+    tensor: int
+    data: int
+    virtual_stages: int = 1
+    sequence_parallel: bool = False
+    context_parallel: int = 1
+    zero_stage: int = 0  # 0 plain DP; 1 = distributed optimizer; 2 +grads; 3 +params
+    expert_parallel: int = 1
+    rank_order: str = "tp-dp-pp"  # Megatron's default, TP fastest
+    scatter_gather: bool = True  # Megatron's scatter/gather of PP sends over the TP group
+    overlap_dp: bool = False  # DP gradient reduction hidden behind the backward pass
+    overlap_tp: bool = False  # TP communication overlapped with the GEMMs
+    # Megatron's uneven split (--decoder-first/last-pipeline-num-layers): layers on the first
+    # and last stage; the rest spread evenly over the stages in between.
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "pipeline",
+            "tensor",
+            "data",
+            "virtual_stages",
+            "context_parallel",
+            "expert_parallel",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise LayoutError(f"layout.{name}", value, "must be a whole number > 0")
+        for name in ("first_stage_layers", "last_stage_layers"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
+                raise LayoutError(f"layout.{name}", value, "must be a whole number > 0")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise LayoutError("layout.zero_stage", self.zero_stage, "must be 0, 1, 2 or 3")
+        if self.virtual_stages > 1 and self.pipeline == 1:
+            raise LayoutError(
+                "layout.virtual_stages",
+                self.virtual_stages,
+                "interleaving (virtual_stages > 1) needs pipeline > 1",
+            )
+        parse_rank_order(self.rank_order)
+
+    @property
+    def gpus(self) -> int:
+        return self.pipeline * self.tensor * self.data * self.context_parallel
+
+
+class UtilizationModel(Protocol):
+    """u as a function of the per-GPU GEMM shapes (issue 5); a float u is the paper's."""
+
+    def utilization(
+        self, *, hidden_per_gpu: float, tokens_per_microbatch: float, ffn_per_gpu: float
+    ) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """The machine: GPUs per node, peak FLOP/s for the training precision, u, bandwidths."""
+
+    gpus_per_node: int
+    peak_flops: float
+    utilization: float
+    bandwidth: BandwidthProvider
+    gpu_memory_bytes: float | None = None
+    name: str | None = None
+    # Roofline refinement of the compute time (detailed fidelity): element-wise work
+    # (layernorm, softmax, dropout, GeLU) moves γ · (Korthikanti activation bytes) through
+    # HBM per pass. γ = 0 (the default) is the paper's pure-FLOP model.
+    memory_bandwidth_gbps: float | None = None
+    memory_traffic_factor: float = 0.0
+
+    def __post_init__(self) -> None:
+        _positive_int("cluster.gpus_per_node", self.gpus_per_node)
+        if self.memory_bandwidth_gbps is not None:
+            _positive_float("cluster.memory_bandwidth_gbps", self.memory_bandwidth_gbps)
+        if not (math.isfinite(self.memory_traffic_factor) and self.memory_traffic_factor >= 0):
+            raise ValidationError(
+                "cluster.memory_traffic_factor",
+                self.memory_traffic_factor,
+                "must be a finite number >= 0",
+            )
+        if self.memory_traffic_factor > 0 and self.memory_bandwidth_gbps is None:
+            raise ValidationError(
+                "cluster.memory_bandwidth_gbps",
+                None,
+                "is needed when memory_traffic_factor > 0",
+                hint="give the GPU's HBM bandwidth or a gpu preset",
+            )
+        _positive_float("cluster.peak_flops", self.peak_flops)
+        _positive_float("cluster.utilization", self.utilization)
+        if self.utilization > 1:
+            raise ValidationError(
+                "cluster.utilization",
+                self.utilization,
+                "must be in (0, 1]: the fraction of peak FLOP/s achieved",
+            )
+        if self.gpu_memory_bytes is not None:
+            _positive_float("cluster.gpu_memory_bytes", self.gpu_memory_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One estimate's full input."""
+
+    model: ModelSpec
+    training: TrainingSpec
+    layout: LayoutSpec
+    cluster: ClusterSpec
+    fidelity: Fidelity = Fidelity.DETAILED
+    gpus: int | None = None  # when given, must equal p·t·d·cp
+    warnings: list[str] = field(default_factory=list, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fidelity", parse_enum(Fidelity, "fidelity", self.fidelity))
+        self.warnings.extend(
+            validate_layout(
+                self.model, self.training, self.layout, self.cluster.gpus_per_node, self.gpus
+            )
+        )
+
+    @property
+    def micro_batches(self) -> int:
+        """m = gb / (b · d) (DESIGN.md §2)."""
+        return self.training.global_batch_size // (
+            self.training.micro_batch_size * self.layout.data
+        )
+
+
+def validate_layout(
+    model: ModelSpec,
+    training: TrainingSpec,
+    layout: LayoutSpec,
+    gpus_per_node: int,
+    gpus: int | None = None,
+) -> list[str]:
+    """Raise LayoutError for an impossible layout; return warnings for odd-but-valid ones."""
+    p, t, d, v = layout.pipeline, layout.tensor, layout.data, layout.virtual_stages
+    cp, ep = layout.context_parallel, layout.expert_parallel
+    if gpus is not None and p * t * d * cp != gpus:
+        raise LayoutError(
+            "layout",
+            f"p={p}, t={t}, d={d}, cp={cp}",
+            f"p·t·d·cp = {p * t * d * cp} must equal gpus={gpus}",
+        )
+    if model.num_attention_heads % t:
+        raise LayoutError(
+            "layout.tensor", t, f"must divide num_attention_heads={model.num_attention_heads}"
+        )
+    if model.query_groups % t and t % model.query_groups:
+        raise LayoutError(
+            "layout.tensor",
+            t,
+            f"must divide num_query_groups={model.query_groups} (or be a multiple of it)",
+        )
+    b, gb = training.micro_batch_size, training.global_batch_size
+    if gb % (b * d):
+        raise LayoutError(
+            "training.global_batch_size",
+            gb,
+            f"must be divisible by micro_batch_size·data = {b}·{d} = {b * d}",
+        )
+    _check_stage_layers(model.num_layers, layout)
+    m = gb // (b * d)
+    if v > 1 and m % p:
+        raise LayoutError(
+            "layout.virtual_stages",
+            v,
+            f"with interleaving the micro-batch count m = gb/(b·d) = {m} must be "
+            f"a multiple of pipeline={p} (Megatron's rule)",
+        )
+    if model.seq_length % cp:
+        raise LayoutError(
+            "layout.context_parallel", cp, f"must divide seq_length={model.seq_length}"
+        )
+    if layout.sequence_parallel and t > 1 and model.seq_length % (t * cp):
+        raise LayoutError(
+            "layout.sequence_parallel",
+            True,
+            f"needs seq_length={model.seq_length} divisible by tensor·cp={t * cp}",
+        )
+    if ep > 1:
+        if not model.is_moe:
+            raise LayoutError(
+                "layout.expert_parallel", ep, "needs an MoE model (model.moe_num_experts > 1)"
+            )
+        if model.moe_num_experts % ep:
+            raise LayoutError(
+                "layout.expert_parallel", ep, f"must divide moe_num_experts={model.moe_num_experts}"
+            )
+        if (d * cp) % ep:
+            raise LayoutError(
+                "layout.expert_parallel",
+                ep,
+                f"must divide data·cp = {d * cp} (experts shard the DP group)",
+            )
+    warnings = []
+    g = gpus_per_node
+    if t > 1 and g % t and t % g:
+        warnings.append(
+            f"tensor={t} and gpus_per_node={g}: neither divides the other, so TP "
+            "groups straddle nodes unevenly"
+        )
+    if t > g:
+        warnings.append(f"tensor={t} > gpus_per_node={g}: TP all-reduces cross nodes")
+    return warnings
+
+
+def _check_stage_layers(layers: int, layout: LayoutSpec) -> None:
+    """Even split: l divisible by p·v; uneven: first/last given, the rest even in between."""
+    p, v = layout.pipeline, layout.virtual_stages
+    first, last = layout.first_stage_layers, layout.last_stage_layers
+    if first is None and last is None:
+        if layers % (p * v):
+            raise LayoutError(
+                "model.num_layers",
+                layers,
+                f"must be divisible by pipeline·virtual_stages = {p}·{v} = {p * v} "
+                "(or give layout.first_stage_layers / last_stage_layers)",
+            )
+        return
+    named = [n for n, x in (("first_stage_layers", first), ("last_stage_layers", last)) if x]
+    if p < 2:
+        raise LayoutError(f"layout.{named[0]}", first or last, "needs pipeline >= 2")
+    for name in named:
+        value = getattr(layout, name)
+        if value % v:
+            raise LayoutError(f"layout.{name}", value, f"must be divisible by virtual_stages={v}")
+    middle = p - len(named)
+    rest = layers - (first or 0) - (last or 0)
+    if (
+        rest < 0
+        or (middle == 0 and rest != 0)
+        or (middle > 0 and (rest <= 0 or rest % (middle * v)))
+    ):
+        raise LayoutError(
+            "model.num_layers",
+            layers,
+            f"minus first/last stage layers leaves {rest} for {middle} middle stage(s): must "
+            f"be a positive multiple of {middle}·virtual_stages = {middle * v}",
+        )

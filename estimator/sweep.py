@@ -1,0 +1,293 @@
+"""Many layouts in one numpy pass, and every valid layout for a GPU count, ranked.
+
+``evaluate_layouts`` feeds arrays to the same kernel that ``estimate`` feeds scalars, so a
+layout's iteration time is bit-for-bit the same on both paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from estimator.errors import LimitError, ValidationError
+from estimator.kernel import TERMS, LayoutVars, evaluate
+from estimator.specs import (
+    RECOMPUTE_CODE,
+    ClusterSpec,
+    Fidelity,
+    ModelSpec,
+    Recompute,
+    TrainingSpec,
+)
+
+FloatArray = npt.NDArray[np.float64]
+COLUMNS = (
+    "p",
+    "t",
+    "d",
+    "b",
+    "v",
+    "cp",
+    "ep",
+    "recompute",
+    "sp",
+    "zero",
+    "sg",
+    "overlap_dp",
+    "overlap_tp",
+    "first_layers",
+    "last_layers",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutArrays:
+    """One column per layout knob, all float64 of one length (flags as 0/1)."""
+
+    columns: dict[str, FloatArray]
+
+    def __len__(self) -> int:
+        return len(self.columns["p"])
+
+    def vars(self) -> LayoutVars:
+        return LayoutVars(**{name: self.columns[name] for name in COLUMNS})
+
+    def take(self, index: npt.NDArray[np.intp]) -> LayoutArrays:
+        return LayoutArrays({k: v[index] for k, v in self.columns.items()})
+
+    @classmethod
+    def from_columns(cls, **columns: Iterable[float] | FloatArray) -> LayoutArrays:
+        """Columns by name; missing knobs take the engine's defaults."""
+        defaults = {
+            "v": 1.0,
+            "cp": 1.0,
+            "ep": 1.0,
+            "recompute": 2.0,
+            "sp": 0.0,
+            "zero": 0.0,
+            "sg": 1.0,
+            "overlap_dp": 0.0,
+            "overlap_tp": 0.0,
+            "first_layers": 0.0,
+            "last_layers": 0.0,
+        }
+        unknown = set(columns) - set(COLUMNS)
+        if unknown:
+            raise ValidationError("layouts", sorted(unknown), f"known columns: {COLUMNS}")
+        arrays = {k: np.asarray(v, dtype=np.float64) for k, v in columns.items()}
+        n = len(arrays["p"])
+        for name, value in defaults.items():
+            arrays.setdefault(name, np.full(n, value))
+        return cls(arrays)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    """Per-layout results of one vectorised pass."""
+
+    layouts: LayoutArrays
+    terms: dict[str, FloatArray]
+    iteration_s: FloatArray
+    memory_bytes: FloatArray
+    fits: npt.NDArray[np.bool_]
+
+
+def evaluate_layouts(
+    model: ModelSpec,
+    training: TrainingSpec,
+    cluster: ClusterSpec,
+    layouts: LayoutArrays,
+    *,
+    fidelity: Fidelity = Fidelity.DETAILED,
+    rank_order: str = "tp-dp-pp",
+) -> SweepResult:
+    """The kernel over every layout at once (no Python loop per layout)."""
+    k = evaluate(
+        model,
+        training,
+        layouts.vars(),
+        gpus_per_node=cluster.gpus_per_node,
+        peak_flops=cluster.peak_flops,
+        utilization=cluster.utilization,
+        bandwidth=cluster.bandwidth,
+        fidelity=fidelity,
+        rank_order=rank_order,
+        gpu_memory_bytes=cluster.gpu_memory_bytes,
+        memory_bandwidth_gbps=cluster.memory_bandwidth_gbps,
+        memory_traffic_factor=cluster.memory_traffic_factor,
+    )
+    n = len(layouts)
+    terms = {
+        name: np.broadcast_to(np.asarray(k.terms[name], dtype=np.float64), (n,)) for name in TERMS
+    }
+    iteration = np.broadcast_to(np.asarray(k.iteration_s, dtype=np.float64), (n,))
+    memory = np.broadcast_to(np.asarray(k.memory["total"], dtype=np.float64), (n,))
+    capacity = cluster.gpu_memory_bytes
+    fits = memory <= capacity if capacity is not None else np.ones(n, dtype=bool)
+    return SweepResult(layouts, terms, iteration, memory, fits)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [i for i in range(1, int(n**0.5) + 1) if n % i == 0]
+    return sorted(set(small + [n // i for i in small]))
+
+
+def enumerate_layouts(
+    model: ModelSpec,
+    training: TrainingSpec,
+    gpus: int,
+    *,
+    micro_batch_sizes: Sequence[int] | None = None,
+    max_virtual_stages: int = 8,
+    recompute: Sequence[Recompute] = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL),
+    sequence_parallel: Sequence[bool] = (False, True),
+    zero_stages: Sequence[int] = (0, 1),
+    max_tensor: int | None = None,
+    max_layouts: int = 2_000_000,
+) -> LayoutArrays:
+    """Every layout of ``gpus`` GPUs that DESIGN.md §2's rules admit (cp = ep = 1)."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
+        raise ValidationError("gpus", gpus, "must be a whole number > 0")
+    gb = training.global_batch_size
+    heads, groups, layers = model.num_attention_heads, model.query_groups, model.num_layers
+    divs = _divisors(gpus)
+    ps = [p for p in divs if layers % p == 0]
+    ts = [
+        t
+        for t in divs
+        if heads % t == 0
+        and (groups % t == 0 or t % groups == 0)
+        and (max_tensor is None or t <= max_tensor)
+    ]
+    bs = (
+        list(micro_batch_sizes)
+        if micro_batch_sizes
+        else [b for b in (1, 2, 4, 8, 16, 32) if b <= gb]
+    )
+    vs = list(range(1, max_virtual_stages + 1))
+    rcs = [float(RECOMPUTE_CODE[Recompute(r)]) for r in recompute]
+    sps = [1.0 if s else 0.0 for s in sequence_parallel]
+    zs = [float(z) for z in zero_stages]
+    space = len(ps) * len(ts) * len(bs) * len(vs) * len(rcs) * len(sps) * len(zs)
+    if space > max_layouts * 64:
+        raise LimitError(
+            f"the layout space for gpus={gpus} has {space:,} candidates, beyond "
+            f"the cap of {max_layouts:,} layouts; narrow the options"
+        )
+    # The candidate space can be ~64x the cap: count the valid layouts factor by factor
+    # (memory in the number of (p, t) pairs) and build only those, never the candidate grid.
+    # Same float expressions and the same order as the grid (p, t, b, v, recompute, sp, zero).
+    f64 = np.float64
+    t_all = np.asarray(ts, dtype=f64)
+    p_parts, t_parts = [], []
+    for p_value in ps:
+        d_all = gpus / (float(p_value) * t_all)
+        keep = (np.mod(d_all, 1.0) == 0.0) & (d_all >= 1.0)
+        p_parts.append(np.full(int(keep.sum()), float(p_value)))
+        t_parts.append(t_all[keep])
+    p_k = np.concatenate(p_parts) if p_parts else np.empty(0)
+    t_k = np.concatenate(t_parts) if t_parts else np.empty(0)
+    d_k = gpus / (p_k * t_k)
+    sp_capable = (t_k > 1.0) & (np.mod(model.seq_length / t_k, 1.0) == 0.0)
+    sps_plain = [s for s in sps if s == 0.0]
+    combos_k = len(rcs) * len(zs) * np.where(sp_capable, len(sps), len(sps_plain))
+    v_ok = [np.mod(layers / (p_k * v), 1.0) == 0.0 for v in vs]  # per v, over pairs
+    v_one = np.zeros(len(p_k), dtype=np.int64)  # valid v = 1 (any m) and v > 1 (m % p == 0)
+    v_more = np.zeros(len(p_k), dtype=np.int64)
+    for v, ok in zip(vs, v_ok, strict=True):
+        if v == 1:
+            v_one += ok
+        else:
+            v_more += ok
+    b_ok = np.zeros((len(p_k), len(bs)), dtype=bool)
+    m_by_p = np.zeros((len(p_k), len(bs)), dtype=bool)
+    per_pair = np.zeros(len(p_k), dtype=np.int64)
+    for j, b_value in enumerate(bs):
+        m = gb / (float(b_value) * d_k)
+        b_ok[:, j] = np.mod(m, 1.0) == 0.0
+        m_by_p[:, j] = (p_k > 1.0) & (np.mod(m, p_k) == 0.0)
+        per_pair += b_ok[:, j] * (v_one + v_more * m_by_p[:, j])
+    total = int(np.sum(per_pair * combos_k.astype(np.int64)))
+    if total > max_layouts:
+        raise LimitError(
+            f"{total:,} valid layouts for gpus={gpus} exceed the cap of "
+            f"{max_layouts:,}; narrow the options"
+        )
+    # (pair, b) rows, then (pair, b, v) rows, then the (recompute, sp, zero) combinations
+    k_rows, j_rows = np.nonzero(b_ok & (combos_k[:, None] > 0))
+    m_rows = m_by_p[k_rows, j_rows]
+    per_row = np.zeros(len(k_rows), dtype=np.int64)
+    for v, ok in zip(vs, v_ok, strict=True):
+        per_row += ok[k_rows] & ((v == 1) | m_rows)
+    start = np.cumsum(per_row) - per_row
+    filled = np.zeros(len(k_rows), dtype=np.int64)
+    v_col = np.empty(int(per_row.sum()))
+    for v, ok in zip(vs, v_ok, strict=True):
+        hit = ok[k_rows] & ((v == 1) | m_rows)
+        v_col[start[hit] + filled[hit]] = v
+        filled += hit
+    row_k = np.repeat(k_rows, per_row)
+    row_b = np.repeat(np.asarray(bs, dtype=f64)[j_rows], per_row)
+    capable = sp_capable[row_k]
+    tables = []  # (recompute, sp, zero) in grid order: without sp=1, and with every sp option
+    for sp_options, used in ((sps_plain, not capable.all()), (sps, capable.any())):
+        grid = np.meshgrid(rcs, sp_options if used else [], zs, indexing="ij")
+        tables.append([np.asarray(g, dtype=f64).ravel() for g in grid])
+    n_combos = np.where(capable, len(tables[1][0]), len(tables[0][0]))
+    layout_row = np.repeat(np.arange(len(row_k)), n_combos)
+    position = np.arange(len(layout_row)) - (np.cumsum(n_combos) - n_combos)[layout_row]
+    wide = capable[layout_row]
+    rc, sp, zero = (np.empty(len(layout_row)) for _ in range(3))
+    for out, plain, full in zip((rc, sp, zero), tables[0], tables[1], strict=True):
+        out[~wide] = plain[position[~wide]]
+        out[wide] = full[position[wide]]
+    assert len(layout_row) == total
+    k = row_k[layout_row]
+    return LayoutArrays.from_columns(
+        p=p_k[k],
+        t=t_k[k],
+        d=d_k[k],
+        b=row_b[layout_row],
+        v=v_col[layout_row],
+        recompute=rc,
+        sp=sp,
+        zero=zero,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every valid layout evaluated; ``order`` ranks them by iteration time."""
+
+    result: SweepResult
+    order: npt.NDArray[np.intp]
+    evaluated: int
+    feasible: int
+
+
+def plan(
+    model: ModelSpec,
+    training: TrainingSpec,
+    cluster: ClusterSpec,
+    gpus: int,
+    *,
+    fidelity: Fidelity = Fidelity.DETAILED,
+    drop_infeasible: bool = False,
+    **options: object,
+) -> Plan:
+    """Enumerate, evaluate in one pass and rank every layout (memory-infeasible marked)."""
+    layouts = enumerate_layouts(model, training, gpus, **options)  # type: ignore[arg-type]
+    result = evaluate_layouts(model, training, cluster, layouts, fidelity=fidelity)
+    keys = (
+        np.where(result.fits, result.iteration_s, np.inf)
+        if drop_infeasible
+        else (result.iteration_s)
+    )
+    # Feasible first, then by time (stable, so ties keep enumeration order).
+    order = np.lexsort((keys, ~result.fits))
+    if drop_infeasible:
+        order = order[result.fits[order]]
+    return Plan(result, order, len(layouts), int(result.fits.sum()))

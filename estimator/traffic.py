@@ -1,0 +1,562 @@
+"""The GPU-to-GPU traffic matrix of one training iteration (DESIGN.md §5).
+
+A :class:`Placement` maps the logical coordinates (tp, cp, dp, pp) of a layout onto global
+ranks; a list of :class:`CollectiveLoad` says which collectives run per iteration;
+:func:`traffic_matrix` turns both into a :class:`SparseTraffic` of (src, dst, bytes, kind)
+entries, bytes per iteration. Everything is vectorised over ranks and groups: the only Python
+loops run over loads and kinds, never over GPUs or groups.
+
+Groups by kind of traffic (Megatron-LM's ``initialize_model_parallel``):
+
+- tp: ranks that differ only in the tp coordinate; cp: only in the cp coordinate.
+- dp: ranks that differ only in the dp coordinate, or in dp and cp when cp > 1 (Megatron
+  reduces dense gradients over the combined data-and-context group).
+- pp: stage k -> k+1 (``forward``, activations) and k+1 -> k (``backward``, gradients) for the
+  same (tp, cp, dp) coordinate, no wrap-around; ``both`` means both directions, each carrying
+  ``size_bytes · calls``.
+- embedding_sync: a 2-rank all-reduce between the first and the last stage (only when p > 1).
+- expert: the expert-parallel group, blocks of ``expert_parallel`` consecutive dp coordinates.
+
+Volumes (per rank, per call): ring sends ``bus_factor(op, n) · S`` to the ring successor;
+direct spreads the same volume evenly over the other n - 1 members; alltoall always spreads
+``(n - 1)/n · S`` evenly; sendrecv sends S to the neighbour. Groups of one rank carry nothing.
+Ring order within a group is ascending rank (the pipeline group keeps stage order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from estimator.bandwidth import Collective, TrafficKind, bus_factor
+from estimator.errors import LayoutError, LimitError, ValidationError
+from estimator.specs import LayoutSpec, parse_rank_order
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+KindArray = npt.NDArray[np.int8]
+
+#: code -> kind; a SparseTraffic's ``kind`` array holds indices into this tuple.
+KINDS: tuple[TrafficKind, ...] = tuple(TrafficKind)
+_KIND_CODE: dict[TrafficKind, int] = {k: i for i, k in enumerate(KINDS)}
+
+#: Collectives the matrix knows how to lay out.
+SUPPORTED_OPS: frozenset[Collective] = frozenset(
+    {
+        Collective.ALL_REDUCE,
+        Collective.ALL_GATHER,
+        Collective.REDUCE_SCATTER,
+        Collective.ALLTOALL,
+        Collective.SENDRECV,
+    }
+)
+DIRECTIONS = ("both", "forward", "backward")
+
+# Names accepted by Placement.group_ranks / group_size / group_nodes_spanned.
+_GROUP_ALIASES: dict[str, str] = {
+    "tp": "tp",
+    "cp": "cp",
+    "dp": "dp",
+    "pp": "pp",
+    "ep": "expert",
+    "expert": "expert",
+    "embedding_sync": "embedding_sync",
+    "emb": "embedding_sync",
+}
+
+
+class Algorithm(StrEnum):
+    """How a collective's bytes are laid onto pairs: ring successor, or all pairs."""
+
+    RING = "ring"
+    DIRECT = "direct"
+
+
+def _whole_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise LayoutError(f"placement.{name}", value, "must be a whole number > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Logical layout plus the mapping to global ranks and nodes (node = rank // g).
+
+    ``rank_order`` lists the dimensions fastest first (``tp-dp-pp`` is Megatron's default,
+    cp right after tp when not named): rank = Σ coord[dim] · stride[dim], with the stride of
+    a dimension the product of the sizes of the dimensions before it.
+    """
+
+    pipeline: int
+    tensor: int
+    data: int
+    context_parallel: int = 1
+    expert_parallel: int = 1
+    gpus_per_node: int = 8
+    rank_order: str = "tp-dp-pp"
+
+    def __post_init__(self) -> None:
+        for name in (
+            "pipeline",
+            "tensor",
+            "data",
+            "context_parallel",
+            "expert_parallel",
+            "gpus_per_node",
+        ):
+            _whole_positive(name, getattr(self, name))
+        if self.data % self.expert_parallel:
+            raise LayoutError(
+                "placement.expert_parallel",
+                self.expert_parallel,
+                f"must divide data={self.data} (expert groups are formed inside the DP group)",
+            )
+        parse_rank_order(self.rank_order)
+
+    @classmethod
+    def from_layout(cls, layout: LayoutSpec, gpus_per_node: int) -> Placement:
+        """The placement of a validated :class:`LayoutSpec` on nodes of ``gpus_per_node``."""
+        return cls(
+            pipeline=layout.pipeline,
+            tensor=layout.tensor,
+            data=layout.data,
+            context_parallel=layout.context_parallel,
+            expert_parallel=layout.expert_parallel,
+            gpus_per_node=gpus_per_node,
+            rank_order=layout.rank_order,
+        )
+
+    @property
+    def gpus(self) -> int:
+        return self.pipeline * self.tensor * self.data * self.context_parallel
+
+    @property
+    def nodes(self) -> int:
+        """Nodes used (the last one may be partly filled)."""
+        return -(-self.gpus // self.gpus_per_node)
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """Dimensions fastest first, e.g. ("tp", "cp", "dp", "pp")."""
+        return parse_rank_order(self.rank_order)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {
+            "tp": self.tensor,
+            "cp": self.context_parallel,
+            "dp": self.data,
+            "pp": self.pipeline,
+        }
+
+    @property
+    def strides(self) -> dict[str, int]:
+        """Rank stride of each dimension under ``rank_order``."""
+        sizes = self.sizes
+        strides: dict[str, int] = {}
+        stride = 1
+        for dim in self.order:
+            strides[dim] = stride
+            stride *= sizes[dim]
+        return strides
+
+    def ranks(self, coords: Mapping[str, npt.ArrayLike]) -> IntArray:
+        """Global ranks of coordinates; arrays broadcast, missing dimensions count as 0.
+
+        ``placement.ranks({"pp": 1})`` is the rank of (tp, cp, dp) = 0 on stage 1;
+        ``placement.ranks({"tp": np.arange(t)})`` is the TP group of rank 0.
+        Raises ValidationError for an unknown dimension or a coordinate out of range.
+        """
+        sizes = self.sizes
+        strides = self.strides
+        total: IntArray = np.zeros((), dtype=np.int64)
+        for dim, value in coords.items():
+            if dim not in sizes:
+                raise ValidationError("coords", dim, "dimension must be one of tp, cp, dp, pp")
+            arr = np.asarray(value, dtype=np.int64)
+            if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= sizes[dim]):
+                raise ValidationError(f"coords.{dim}", value, f"must lie in [0, {sizes[dim] - 1}]")
+            total = total + arr * strides[dim]
+        return total
+
+    def coords(self, ranks: npt.ArrayLike) -> dict[str, IntArray]:
+        """Inverse of :meth:`ranks`: the (tp, cp, dp, pp) coordinates of global ranks."""
+        arr = np.asarray(ranks, dtype=np.int64)
+        sizes = self.sizes
+        return {dim: (arr // s) % sizes[dim] for dim, s in self.strides.items()}
+
+    def rank_grid(self) -> IntArray:
+        """Ranks indexed by coordinate: shape (t, cp, d, p), ``grid[tp, cp, dp, pp] = rank``."""
+        st = self.strides
+        tp = np.arange(self.tensor, dtype=np.int64)[:, None, None, None] * st["tp"]
+        cp = np.arange(self.context_parallel, dtype=np.int64)[None, :, None, None] * st["cp"]
+        dp = np.arange(self.data, dtype=np.int64)[None, None, :, None] * st["dp"]
+        pp = np.arange(self.pipeline, dtype=np.int64)[None, None, None, :] * st["pp"]
+        grid: IntArray = tp + cp + dp + pp
+        return grid
+
+    def group_ranks(self, dim: str) -> IntArray:
+        """Every group of a kind of traffic, shape (groups, members); row 0 holds rank 0.
+
+        ``dim``: tp, cp, dp (dp·cp when cp > 1), pp (the whole pipeline, in stage order),
+        expert/ep, embedding_sync (first and last stage; one member when p = 1).
+        Members are in ascending rank order except pp, which keeps stage order.
+        """
+        name = _group_name(dim)
+        grid = self.rank_grid()  # axes: tp, cp, dp, pp
+        t, c, d, p = grid.shape
+        if name == "tp":
+            return np.ascontiguousarray(np.moveaxis(grid, 0, -1).reshape(-1, t))
+        if name == "cp":
+            return np.ascontiguousarray(np.moveaxis(grid, 1, -1).reshape(-1, c))
+        if name == "pp":
+            return np.ascontiguousarray(grid.reshape(-1, p))
+        if name == "dp":
+            groups = np.moveaxis(grid, (1, 2), (-2, -1)).reshape(-1, c * d)
+            return np.sort(groups, axis=1)
+        if name == "expert":
+            ep = self.expert_parallel
+            blocks = grid.reshape(t, c, d // ep, ep, p)
+            return np.sort(np.moveaxis(blocks, 3, -1).reshape(-1, ep), axis=1)
+        # embedding_sync
+        stages = [0] if p == 1 else [0, p - 1]
+        return np.sort(grid[..., stages].reshape(-1, len(stages)), axis=1)
+
+    def group_size(self, dim: str) -> int:
+        """Members of one group of ``dim`` (see :meth:`group_ranks`)."""
+        name = _group_name(dim)
+        sizes = {
+            "tp": self.tensor,
+            "cp": self.context_parallel,
+            "dp": self.data * self.context_parallel,
+            "pp": self.pipeline,
+            "expert": self.expert_parallel,
+            "embedding_sync": 1 if self.pipeline == 1 else 2,
+        }
+        return sizes[name]
+
+    def group_nodes_spanned(self, dim: str) -> int:
+        """Nodes the group of ``dim`` that contains rank 0 spans (see :meth:`group_ranks`)."""
+        name = _group_name(dim)
+        sizes = self.sizes
+        strides = self.strides
+        if name in sizes and name != "dp":
+            members = np.arange(sizes[name], dtype=np.int64) * strides[name]
+        elif name == "dp":
+            members = self.ranks(
+                {
+                    "dp": np.arange(self.data)[:, None],
+                    "cp": np.arange(self.context_parallel)[None, :],
+                }
+            ).ravel()
+        elif name == "expert":
+            members = np.arange(self.expert_parallel, dtype=np.int64) * strides["dp"]
+        else:  # embedding_sync
+            members = np.array([0, (self.pipeline - 1) * strides["pp"]], dtype=np.int64)
+        return int(np.unique(members // self.gpus_per_node).size)
+
+
+def _group_name(dim: str) -> str:
+    key = str(dim).strip().lower()
+    if key not in _GROUP_ALIASES:
+        raise ValidationError(
+            "dim", dim, "must be one of tp, cp, dp, pp, expert (ep), embedding_sync"
+        )
+    return _GROUP_ALIASES[key]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveLoad:
+    """``calls`` collectives per iteration per GPU of ``size_bytes`` each, for one purpose.
+
+    ``size_bytes`` is S of one call as nccl-tests counts it (all_reduce: the full buffer;
+    all_gather: the output buffer). ``direction`` applies to pp sendrecv only.
+    """
+
+    kind: TrafficKind
+    op: Collective
+    size_bytes: float
+    calls: float
+    direction: str = "both"
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "kind", TrafficKind(self.kind))
+        except ValueError:
+            kinds = ", ".join(k.value for k in TrafficKind)
+            raise ValidationError("load.kind", self.kind, f"must be one of {kinds}") from None
+        try:
+            op = Collective(self.op)
+        except ValueError:
+            op = None
+        if op not in SUPPORTED_OPS:
+            ops = ", ".join(sorted(o.value for o in SUPPORTED_OPS))
+            raise ValidationError("load.op", self.op, f"must be one of {ops}")
+        object.__setattr__(self, "op", op)
+        for name in ("size_bytes", "calls"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (math.isfinite(value) and value >= 0)
+            ):
+                raise ValidationError(f"load.{name}", value, "must be a finite number >= 0")
+        if (self.kind is TrafficKind.PP) != (self.op is Collective.SENDRECV):
+            raise ValidationError(
+                "load.op", self.op.value, "pp traffic is sendrecv, and sendrecv is pp traffic"
+            )
+        if self.direction not in DIRECTIONS:
+            raise ValidationError(
+                "load.direction", self.direction, "must be one of both, forward, backward"
+            )
+        if self.direction != "both" and self.kind is not TrafficKind.PP:
+            raise ValidationError(
+                "load.direction", self.direction, "only pp sendrecv has a direction"
+            )
+
+    def volume_per_rank(self, group_size: int) -> float:
+        """Bytes one member of a group of ``group_size`` sends per iteration for this load."""
+        if group_size <= 1:
+            return 0.0
+        if self.op is Collective.SENDRECV:
+            return self.size_bytes * self.calls
+        return float(bus_factor(self.op, float(group_size))) * self.size_bytes * self.calls
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SparseTraffic:
+    """Bytes per iteration from ``src`` to ``dst`` for a kind of traffic; each
+    (src, dst, kind) appears once, entries sorted by (kind, src, dst). ``size`` is the number
+    of endpoints (GPUs, or nodes after :meth:`by_node`)."""
+
+    size: int
+    src: IntArray
+    dst: IntArray
+    bytes: FloatArray
+    kind: KindArray
+    kinds: tuple[TrafficKind, ...] = field(default=KINDS)
+
+    def __len__(self) -> int:
+        return int(self.src.size)
+
+    def rows(self) -> Iterator[tuple[int, int, float, str]]:
+        """(src, dst, bytes, kind name) per entry."""
+        names = [k.value for k in self.kinds]
+        for s, d, b, k in zip(
+            self.src.tolist(),
+            self.dst.tolist(),
+            self.bytes.tolist(),
+            self.kind.tolist(),
+            strict=True,
+        ):
+            yield s, d, b, names[k]
+
+    @property
+    def total_bytes(self) -> float:
+        return float(self.bytes.sum())
+
+    def kind_totals(self) -> dict[TrafficKind, float]:
+        """Total bytes per kind (every kind, zero where absent)."""
+        sums = np.bincount(self.kind, weights=self.bytes, minlength=len(self.kinds))
+        return {k: float(sums[i]) for i, k in enumerate(self.kinds)}
+
+    def select(self, kind: TrafficKind | str) -> SparseTraffic:
+        """Only the entries of one kind."""
+        mask = self.kind == self.kinds.index(TrafficKind(kind))
+        return SparseTraffic(
+            self.size,
+            self.src[mask],
+            self.dst[mask],
+            self.bytes[mask],
+            self.kind[mask],
+            self.kinds,
+        )
+
+    def row_sums(self) -> FloatArray:
+        """Bytes each endpoint sends per iteration (length ``size``)."""
+        sums = np.bincount(self.src, weights=self.bytes, minlength=self.size)
+        return sums.astype(np.float64, copy=False)
+
+    def col_sums(self) -> FloatArray:
+        """Bytes each endpoint receives per iteration (length ``size``)."""
+        sums = np.bincount(self.dst, weights=self.bytes, minlength=self.size)
+        return sums.astype(np.float64, copy=False)
+
+    def to_dense(self, max_gpus: int) -> FloatArray:
+        """size×size matrix summed over kinds; LimitError when size > ``max_gpus``."""
+        if self.size > max_gpus:
+            raise LimitError(
+                f"a dense traffic matrix of {self.size} endpoints exceeds the cap of "
+                f"{max_gpus}; use the sparse form or aggregate by node",
+                size=self.size,
+                max_gpus=max_gpus,
+            )
+        flat = np.bincount(
+            self.src * self.size + self.dst, weights=self.bytes, minlength=self.size**2
+        )
+        return flat.astype(np.float64, copy=False).reshape(self.size, self.size)
+
+    def by_node(self, gpus_per_node: int) -> SparseTraffic:
+        """Aggregated to node ids (rank // g), kinds kept; intra-node bytes on the diagonal."""
+        _whole_positive("gpus_per_node", gpus_per_node)
+        nodes = -(-self.size // gpus_per_node)
+        return _merged(
+            nodes,
+            self.src // gpus_per_node,
+            self.dst // gpus_per_node,
+            self.bytes,
+            self.kind,
+            self.kinds,
+        )
+
+
+def _merged(
+    size: int,
+    src: IntArray,
+    dst: IntArray,
+    nbytes: FloatArray,
+    kind: KindArray,
+    kinds: tuple[TrafficKind, ...],
+) -> SparseTraffic:
+    """Sum duplicate (src, dst, kind) entries and sort by (kind, src, dst)."""
+    if src.size == 0:
+        return SparseTraffic(size, src, dst, nbytes, kind, kinds)
+    key = (kind.astype(np.int64) * size + src) * size + dst
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    sums = np.add.reduceat(nbytes[order], starts)
+    first = order[starts]
+    return SparseTraffic(
+        size,
+        src[first],
+        dst[first],
+        sums.astype(np.float64, copy=False),
+        kind[first],
+        kinds,
+    )
+
+
+def _ring_pairs(groups: IntArray) -> tuple[IntArray, IntArray]:
+    return groups.ravel(), np.roll(groups, -1, axis=1).ravel()
+
+
+def _all_pairs(groups: IntArray) -> tuple[IntArray, IntArray]:
+    n = groups.shape[1]
+    others = (np.arange(n)[:, None] + np.arange(1, n)[None, :]) % n  # (n, n-1)
+    dst = groups[:, others]  # (groups, n, n-1)
+    src = np.broadcast_to(groups[:, :, None], dst.shape)
+    return src.ravel(), dst.ravel()
+
+
+def traffic_matrix(
+    placement: Placement,
+    loads: Sequence[CollectiveLoad],
+    algorithm: Algorithm = Algorithm.RING,
+) -> SparseTraffic:
+    """Bytes per iteration between every pair of GPUs, by kind of traffic (DESIGN.md §5)."""
+    algorithm = Algorithm(algorithm)
+    # Per kind, the bytes per pair of each pattern; loads of one pattern share their pairs.
+    ring: dict[TrafficKind, float] = {}
+    spread: dict[TrafficKind, float] = {}
+    forward = 0.0
+    backward = 0.0
+    for load in loads:
+        kind = load.kind
+        if kind is TrafficKind.PP:
+            volume = load.volume_per_rank(placement.pipeline)
+            if load.direction in ("both", "forward"):
+                forward += volume
+            if load.direction in ("both", "backward"):
+                backward += volume
+            continue
+        n = placement.group_size(kind)
+        volume = load.volume_per_rank(n)
+        if volume == 0.0:
+            continue
+        if load.op is Collective.ALLTOALL or algorithm is Algorithm.DIRECT or n == 2:
+            spread[kind] = spread.get(kind, 0.0) + volume / (n - 1)
+        else:
+            ring[kind] = ring.get(kind, 0.0) + volume
+
+    srcs: list[IntArray] = []
+    dsts: list[IntArray] = []
+    weights: list[FloatArray] = []
+    codes: list[KindArray] = []
+
+    def add(kind: TrafficKind, pairs: tuple[IntArray, IntArray], per_pair: float) -> None:
+        src, dst = pairs
+        srcs.append(src)
+        dsts.append(dst)
+        weights.append(np.full(src.size, per_pair, dtype=np.float64))
+        codes.append(np.full(src.size, _KIND_CODE[kind], dtype=np.int8))
+
+    groups_cache: dict[TrafficKind, IntArray] = {}
+    for kind in KINDS:
+        if kind not in ring and kind not in spread:
+            continue
+        groups = groups_cache.setdefault(kind, placement.group_ranks(kind))
+        if kind in ring:
+            add(kind, _ring_pairs(groups), ring[kind])
+        if kind in spread:
+            add(kind, _all_pairs(groups), spread[kind])
+    if placement.pipeline > 1 and (forward > 0.0 or backward > 0.0):
+        stages = placement.group_ranks("pp")
+        if forward > 0.0:
+            add(TrafficKind.PP, (stages[:, :-1].ravel(), stages[:, 1:].ravel()), forward)
+        if backward > 0.0:
+            add(TrafficKind.PP, (stages[:, 1:].ravel(), stages[:, :-1].ravel()), backward)
+
+    size = placement.gpus
+    if not srcs:
+        return SparseTraffic(
+            size,
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=np.float64),
+            np.zeros(0, dtype=np.int8),
+        )
+    src = np.concatenate(srcs)
+    dst = np.concatenate(dsts)
+    nbytes = np.concatenate(weights)
+    kind_codes = np.concatenate(codes)
+    # Ring and spread pairs of one kind may coincide: merge (and sort, for determinism).
+    return _merged(size, src, dst, nbytes, kind_codes, KINDS)
+
+
+def per_gpu_volume_bytes(
+    placement: Placement, loads: Sequence[CollectiveLoad]
+) -> dict[TrafficKind, FloatArray]:
+    """Analytic bytes each GPU sends per iteration, per kind (every kind), shape (G,).
+
+    Independent of the algorithm: ring and direct move the same volume per rank.
+    """
+    size = placement.gpus
+    out: dict[TrafficKind, FloatArray] = {k: np.zeros(size, dtype=np.float64) for k in KINDS}
+    stage: IntArray | None = None
+    for load in loads:
+        kind = load.kind
+        if kind is TrafficKind.PP:
+            if placement.pipeline == 1:
+                continue
+            if stage is None:
+                stage = placement.coords(np.arange(size))["pp"]
+            volume = load.volume_per_rank(placement.pipeline)
+            if load.direction in ("both", "forward"):
+                out[kind] += np.where(stage < placement.pipeline - 1, volume, 0.0)
+            if load.direction in ("both", "backward"):
+                out[kind] += np.where(stage > 0, volume, 0.0)
+            continue
+        volume = load.volume_per_rank(placement.group_size(kind))
+        if kind is TrafficKind.EMBEDDING_SYNC:
+            if stage is None:
+                stage = placement.coords(np.arange(size))["pp"]
+            ends = (stage == 0) | (stage == placement.pipeline - 1)
+            out[kind] += np.where(ends, volume, 0.0)
+        else:
+            out[kind] += volume
+    return out

@@ -1,0 +1,75 @@
+"""Alembic environment: migrates the database named by ``sqlalchemy.url`` or the settings.
+
+The URL comes from the Alembic config's ``sqlalchemy.url`` when set (``upgrade_database``
+sets it), else from ``COMMEST_DATABASE_URL`` / the default SQLite file. On PostgreSQL a
+transaction-scoped advisory lock serialises concurrent upgrades (two workers starting at
+once); on SQLite ``BEGIN IMMEDIATE`` does the same.
+"""
+
+from __future__ import annotations
+
+from logging.config import fileConfig
+
+from alembic import context
+from sqlalchemy import text
+
+from profiles.db import make_engine
+from profiles.models import Base
+
+MIGRATION_LOCK_ID = 0x636F6D6D657374  # "commest"
+
+config = context.config
+if config.config_file_name is not None and config.file_config.has_section("loggers"):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+target_metadata = Base.metadata
+
+
+def _url() -> str:
+    url = config.get_main_option("sqlalchemy.url")
+    if url:
+        return url
+    # Run from a checkout (`alembic upgrade head`): the service's settings name the database.
+    from api.settings import get_settings
+
+    return get_settings().resolved_database_url
+
+
+def run_migrations_offline() -> None:
+    """Emit SQL to stdout instead of running it (``alembic upgrade head --sql``)."""
+    context.configure(
+        url=_url(),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        dialect_opts={"paramstyle": "named"},
+        render_as_batch=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    """Run the migrations against a live database, one transaction for all of them."""
+    engine = make_engine(_url())
+    try:
+        with engine.connect() as connection:
+            context.configure(
+                connection=connection,
+                target_metadata=target_metadata,
+                render_as_batch=connection.dialect.name == "sqlite",
+                compare_type=True,
+            )
+            with context.begin_transaction():
+                if connection.dialect.name == "postgresql":
+                    connection.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_ID}
+                    )
+                context.run_migrations()
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

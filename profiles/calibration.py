@@ -1,0 +1,85 @@
+"""Fit the GPU utilization u from measured iteration times (DESIGN §6).
+
+Each sample splits a predicted iteration time into A, the part proportional to 1/u (the
+compute-bound terms evaluated at u = 1: T_comp and the compute part of the bubble), and B,
+everything else (communication). With x = 1/u the model T = A·x + B is linear, so least
+squares has the closed form x = Σ A_i (T_i − B_i) / Σ A_i² and u = 1/x.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from estimator.errors import CalibrationError
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationSample:
+    """One layout run on the cluster: its predicted split and its measured iteration time."""
+
+    scaled_s: float  # A: compute-bound time at u = 1 (scales as 1/u)
+    fixed_s: float  # B: the time that does not depend on u
+    measured_s: float  # T: the measured iteration time
+    label: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationResult:
+    """The fitted u and, per sample, the prediction at that u and its residual."""
+
+    utilization: float
+    predicted_s: tuple[float, ...]
+    residual_s: tuple[float, ...]  # measured − predicted
+    residual_pct: tuple[float, ...]  # 100 · residual / measured
+    mape_pct: float  # mean |residual_pct|
+
+
+def _check(samples: Sequence[CalibrationSample]) -> None:
+    if not samples:
+        raise CalibrationError("samples", [], "at least one measured iteration time is needed")
+    for i, sample in enumerate(samples):
+        for name in ("scaled_s", "fixed_s", "measured_s"):
+            value = getattr(sample, name)
+            if not math.isfinite(value):
+                raise CalibrationError(f"samples[{i}].{name}", value, "must be a finite number")
+        if sample.measured_s <= 0:
+            raise CalibrationError(f"samples[{i}].measured_s", sample.measured_s, "must be > 0")
+        if sample.scaled_s < 0:
+            raise CalibrationError(f"samples[{i}].scaled_s", sample.scaled_s, "must be ≥ 0")
+        if sample.fixed_s < 0:
+            raise CalibrationError(f"samples[{i}].fixed_s", sample.fixed_s, "must be ≥ 0")
+    if all(sample.scaled_s == 0 for sample in samples):
+        raise CalibrationError(
+            "samples",
+            len(samples),
+            "no sample is compute-bound (every scaled_s is 0), so u is not determined",
+        )
+
+
+def fit_utilization(samples: Sequence[CalibrationSample]) -> CalibrationResult:
+    """Least-squares u from T = A/u + B; CalibrationError if ill-posed or u ∉ (0, 1]."""
+    _check(samples)
+    numerator = math.fsum(s.scaled_s * (s.measured_s - s.fixed_s) for s in samples)
+    denominator = math.fsum(s.scaled_s * s.scaled_s for s in samples)
+    x = numerator / denominator
+    if x <= 0:
+        raise CalibrationError(
+            "utilization",
+            math.inf,
+            "fitted u must be in (0, 1]: the measured times are not above the fixed "
+            "(communication) part of the predictions",
+        )
+    utilization = 1.0 / x
+    if utilization > 1.0:
+        raise CalibrationError(
+            "utilization",
+            utilization,
+            "fitted u must be in (0, 1]: the measured times are faster than peak FLOP/s allows",
+        )
+    predicted = tuple(s.scaled_s * x + s.fixed_s for s in samples)
+    residual = tuple(s.measured_s - p for s, p in zip(samples, predicted, strict=True))
+    residual_pct = tuple(100.0 * r / s.measured_s for s, r in zip(samples, residual, strict=True))
+    mape = math.fsum(abs(r) for r in residual_pct) / len(samples)
+    return CalibrationResult(utilization, predicted, residual, residual_pct, mape)

@@ -1,0 +1,158 @@
+"""The published-runs validation dataset: well-formed, self-consistent, complete for SC21."""
+
+from __future__ import annotations
+
+import csv
+import io
+from importlib import resources
+
+import pytest
+
+from estimator.presets import GPU_PRESETS
+from estimator.specs import Precision, Recompute
+from profiles.validation import COLUMNS, PUBLISHED_RUNS_FILE, load_published_runs
+
+RUNS = load_published_runs()
+BY_ID = {r["id"]: r for r in RUNS}
+
+INT_COLUMNS = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "seq_length",
+    "vocab_size",
+    "ffn_hidden_size",
+    "num_query_groups",
+    "gpus",
+    "tensor",
+    "pipeline",
+    "data",
+    "virtual_stages",
+    "first_stage_layers",
+    "last_stage_layers",
+    "global_batch_size",
+    "micro_batch_size",
+)
+FLOAT_COLUMNS = ("measured_iteration_time_s", "measured_tflops_per_gpu")
+
+
+def _int(row: dict[str, str], column: str) -> int:
+    return int(row[column])
+
+
+def test_header_is_exactly_the_documented_columns() -> None:
+    text = resources.files("profiles.validation").joinpath(PUBLISHED_RUNS_FILE).read_text("utf-8")
+    header = next(csv.reader(io.StringIO(text)))
+    assert tuple(header) == COLUMNS
+
+
+def test_ids_are_unique_and_rows_cite_a_source() -> None:
+    assert len(BY_ID) == len(RUNS) > 0
+    for row in RUNS:
+        assert row["source"] and row["source_ref"] and row["flops_formula"], row["id"]
+
+
+@pytest.mark.parametrize("row", RUNS, ids=[r["id"] for r in RUNS])
+def test_row_is_well_typed(row: dict[str, str]) -> None:
+    for column in INT_COLUMNS:
+        if row[column]:
+            assert _int(row, column) > 0, column
+    for column in FLOAT_COLUMNS:
+        if row[column]:
+            assert float(row[column]) > 0, column
+    assert row["measured_iteration_time_s"] or row["measured_tflops_per_gpu"]
+    for column in ("swiglu", "sequence_parallel"):
+        assert row[column] in ("", "true", "false"), column
+    assert row["recompute"] in ("", *(r.value for r in Recompute))
+    assert row["precision"] in ("", *(p.value for p in Precision))
+    for column in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size"):
+        assert row[column], f"{column} must be published"
+    assert _int(row, "hidden_size") % _int(row, "num_attention_heads") == 0
+
+
+@pytest.mark.parametrize("row", RUNS, ids=[r["id"] for r in RUNS])
+def test_gpu_is_a_known_preset(row: dict[str, str]) -> None:
+    assert row["gpu"] in GPU_PRESETS
+
+
+@pytest.mark.parametrize("row", RUNS, ids=[r["id"] for r in RUNS])
+def test_layout_is_consistent(row: dict[str, str]) -> None:
+    t, p, d = _int(row, "tensor"), _int(row, "pipeline"), _int(row, "data")
+    assert t * p * d == _int(row, "gpus")
+    gb = _int(row, "global_batch_size")
+    assert gb % d == 0
+    if row["micro_batch_size"]:
+        assert gb % (_int(row, "micro_batch_size") * d) == 0
+    if row["virtual_stages"] and _int(row, "virtual_stages") > 1:
+        v = _int(row, "virtual_stages")
+        assert _int(row, "num_layers") % (p * v) == 0
+        if row["micro_batch_size"]:
+            m = gb // (_int(row, "micro_batch_size") * d)
+            assert m % p == 0  # Megatron's interleaving rule
+    assert _int(row, "num_attention_heads") % t == 0
+
+
+SC21_TABLE1 = {
+    # id suffix: (heads, hidden, layers, t, p, GPUs, batch, TFLOP/s) — Narayanan et al. Table 1
+    "1.7b": (24, 2304, 24, 1, 1, 32, 512, 137),
+    "3.6b": (32, 3072, 30, 2, 1, 64, 512, 138),
+    "7.5b": (32, 4096, 36, 4, 1, 128, 512, 142),
+    "18.4b": (48, 6144, 40, 8, 1, 256, 1024, 135),
+    "39.1b": (64, 8192, 48, 8, 2, 512, 1536, 138),
+    "76.1b": (80, 10240, 60, 8, 4, 1024, 1792, 140),
+    "145.6b": (96, 12288, 80, 8, 8, 1536, 2304, 148),
+    "310.1b": (128, 16384, 96, 8, 16, 1920, 2160, 155),
+    "529.6b": (128, 20480, 105, 8, 35, 2520, 2520, 163),
+    "1t": (160, 25600, 128, 8, 64, 3072, 3072, 163),
+}
+
+
+def test_all_ten_sc21_table1_rows_are_present() -> None:
+    sc21 = {r["id"] for r in RUNS if r["id"].startswith("sc21_t1_")}
+    assert sc21 == {f"sc21_t1_{k}" for k in SC21_TABLE1}
+    for suffix, expected in SC21_TABLE1.items():
+        row = BY_ID[f"sc21_t1_{suffix}"]
+        columns = (
+            "num_attention_heads",
+            "hidden_size",
+            "num_layers",
+            "tensor",
+            "pipeline",
+            "gpus",
+            "global_batch_size",
+        )
+        got = (*(_int(row, c) for c in columns), int(float(row["measured_tflops_per_gpu"])))
+        assert got == expected, suffix
+        assert (row["seq_length"], row["vocab_size"]) == ("2048", "51200")
+        assert row["gpu"] == "a100-sxm4-80gb"
+        assert row["flops_formula"] == "megatron_sc21_eq3"
+
+
+def _sc21_eq3(row: dict[str, str]) -> float:
+    b, s = _int(row, "global_batch_size"), _int(row, "seq_length")
+    l, h, v = _int(row, "num_layers"), _int(row, "hidden_size"), _int(row, "vocab_size")
+    return 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+
+
+def test_rows_with_time_and_tflops_agree_under_their_formula() -> None:
+    # MT-NLG publishes both; eq. 3 must turn one into the other (the paper rounds TFLOP/s).
+    checked = 0
+    for row in RUNS:
+        if row["flops_formula"] != "megatron_sc21_eq3":
+            continue
+        if not (row["measured_iteration_time_s"] and row["measured_tflops_per_gpu"]):
+            continue
+        time_s = _sc21_eq3(row) / (float(row["measured_tflops_per_gpu"]) * 1e12 * _int(row, "gpus"))
+        assert time_s == pytest.approx(float(row["measured_iteration_time_s"]), rel=0.01)
+        checked += 1
+    assert checked >= 3
+
+
+def test_korthikanti_mfu_reproduced_by_eq7() -> None:
+    # Table 5: 1T present work, 71.49 s on 512 A100 (312 TFLOP/s) -> MFU 56.3 %.
+    row = BY_ID["korthikanti_1t_sp_selective"]
+    b, s = _int(row, "global_batch_size"), _int(row, "seq_length")
+    l, h, v = _int(row, "num_layers"), _int(row, "hidden_size"), _int(row, "vocab_size")
+    model_flops = 72 * b * l * s * h * h * (1 + s / (6 * h) + v / (12 * h * l))
+    mfu = model_flops / (float(row["measured_iteration_time_s"]) * _int(row, "gpus") * 312e12)
+    assert mfu == pytest.approx(0.563, abs=0.001)
