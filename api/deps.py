@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.service import ProfileSource, ProviderCache, SnapshotCache
+from api.caches import ProfileSource, ProviderCache, SnapshotCache
 from api.settings import Settings
 from estimator.errors import AuthError, UnavailableError
 from profiles.db import make_engine, ping, session_factory, upgrade_database

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
 from api import service
+from api.caches import PinnedProfile
 from api.deps import RuntimeDep
 from api.problems import problem_responses
 from api.schemas import EstimateRequest, EstimateResponse
@@ -27,7 +28,7 @@ async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> dict[st
     snapshot = profiles.cached(name) if name is not None else None
     if name is None or snapshot is not None:
         # pure CPU, sub-millisecond: no thread hop, no database read
-        pinned = service.PinnedProfile(snapshot) if snapshot is not None else profiles
+        pinned = PinnedProfile(snapshot) if snapshot is not None else profiles
         return service.estimate_request_body(request=body, profiles=pinned)
     # a database read: never block the event loop on it
     return await run_in_threadpool(service.estimate_request_body, request=body, profiles=profiles)

@@ -7,7 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from api.service import MemoBandwidth, SnapshotCache, binned_matrix
+from api.caches import MemoBandwidth, SnapshotCache
+from api.service import binned_matrix
 from estimator import SparseTraffic
 from estimator.bandwidth import Collective, TrafficKind
 from profiles.nominal import nominal_bandwidth
