@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
-import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -26,44 +23,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.caches import ProfileSource, ProviderCache, SnapshotCache
 from api.settings import Settings
+from api.tokens import load_or_create_token
+from api.tokens import token_path as token_path  # re-exported: its old home
 from estimator.errors import AuthError, UnavailableError
 from profiles.db import make_engine, ping, session_factory, upgrade_database
 from profiles.nominal import ensure_nominal_profiles
 
 log = logging.getLogger("api")
-
-TOKEN_FILE = "api-token"
-
-
-def token_path(settings: Settings) -> Path:
-    """Where a generated API token is kept: ``<data_dir>/api-token``."""
-    return settings.data_dir.expanduser() / TOKEN_FILE
-
-
-def load_or_create_token(settings: Settings) -> str:
-    """The bearer token for writes: ``COMMEST_API_TOKEN``, else the token file (made once).
-
-    The file is created with mode 0600 and its path (never the token) is logged.
-    """
-    if settings.api_token is not None and settings.api_token.get_secret_value():
-        return settings.api_token.get_secret_value()
-    path = token_path(settings)
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        token = ""
-    if token:
-        return token
-    path.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first: use theirs
-        return path.read_text(encoding="utf-8").strip()
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(token + "\n")
-    log.warning("generated an API token for writes; it is in %s (mode 0600)", path)
-    return token
 
 
 class Runtime:
@@ -78,6 +44,7 @@ class Runtime:
         self.snapshots = SnapshotCache()
         self._token: bytes | None = None
         self._started = False
+        self.inserted: list[str] = []  # nominal profiles this runtime's start added
         self._lock = threading.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -117,6 +84,7 @@ class Runtime:
                 ) from exc
             if inserted:
                 log.info("inserted nominal profiles: %s", ", ".join(inserted))
+            self.inserted = inserted
             self._started = True
 
     def token(self) -> bytes:

@@ -13,11 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
 from api import cli
+from api.cli.app import hoist_global_options
+from api.cli.exits import exit_code_for_status
+from api.cli.inputs import parse_size
+from api.cli.transport import problem_line
 from api.junit import CheckOutcome, junit_xml
 from api.settings import get_settings
 
@@ -488,9 +491,9 @@ def test_validate_prints_json(env: Path) -> None:
 
 
 def test_problem_line_names_title_detail_field_value_and_rule() -> None:
-    response = httpx.Response(
+    line = problem_line(
         422,
-        json={
+        {
             "type": "urn:commest:problem:layout",
             "title": "Invalid layout",
             "status": 422,
@@ -500,17 +503,16 @@ def test_problem_line_names_title_detail_field_value_and_rule() -> None:
             "rule": "must divide num_attention_heads=96",
         },
     )
-    line = cli.problem_line(response)
     assert line.startswith("Invalid layout: layout.tensor=3")
     assert "field=layout.tensor" in line and "value=3" in line
     assert "(HTTP 422)" in line
     assert "\n" not in line
-    assert cli.exit_code_for_status(422) == 2
-    assert cli.exit_code_for_status(503) == 3
+    assert exit_code_for_status(422) == 2
+    assert exit_code_for_status(503) == 3
 
 
 def test_problem_line_of_a_non_json_answer() -> None:
-    line = cli.problem_line(httpx.Response(502, text="<html>Bad gateway</html>"))
+    line = problem_line(502, None, "<html>Bad gateway</html>")
     assert line.startswith("HTTP 502")
 
 
@@ -519,7 +521,7 @@ def test_problem_line_of_a_non_json_answer() -> None:
     [("1048576", 1 << 20), ("64K", 64 << 10), ("256MiB", 256 << 20), ("1G", 1 << 30)],
 )
 def test_parse_size(text: str, expected: int) -> None:
-    assert cli.parse_size(text) == expected
+    assert parse_size(text) == expected
 
 
 def test_junit_failure_states_predicted_and_limit() -> None:
@@ -632,8 +634,6 @@ def test_remote_server_answers_like_the_local_service(env: Path, live_server: st
 
 
 def test_server_and_token_are_accepted_after_the_verb_too() -> None:
-    from api.cli import hoist_global_options
-
     argv = ["estimate", "--request", "f.json", "--server", "http://h:1", "--token=t"]
     assert hoist_global_options(argv) == [
         "--server",
@@ -645,3 +645,47 @@ def test_server_and_token_are_accepted_after_the_verb_too() -> None:
     ]
     assert hoist_global_options(["--server", "u", "plan"]) == ["--server", "u", "plan"]
     assert hoist_global_options(["check", "--server"]) == ["check", "--server"]
+
+
+# --------------------------------------------------------------------------- the package
+
+
+def test_every_verb_summary_is_the_first_line_of_its_help() -> None:
+    import typer
+
+    from api.cli.app import Verbs
+    from api.cli.commands import VERBS
+
+    group = typer.main.get_command(cli.app)
+    assert isinstance(group, Verbs)
+    assert group.list_commands(None) == list(VERBS)
+    for name, verb in VERBS.items():
+        command = group.get_command(None, name)
+        assert command is not None and command.name == name
+        assert (command.help or "").strip().splitlines()[0] == verb.summary, name
+
+
+def test_help_lists_every_verb_without_importing_any(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from api.cli.commands import VERBS
+
+    probe = (
+        "import sys\n"
+        "from api.cli import main\n"
+        "sys.argv = ['commest', '--help']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('numpy', 'pydantic', 'sqlalchemy', 'httpx', 'rich', 'fastapi', 'estimator',\n"
+        "         'api.cli.commands.estimate', 'api.settings')\n"
+        "print('LOADED', ' '.join(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip().endswith("LOADED"), done.stdout.splitlines()[-1]
+    for name in VERBS:
+        assert f"\n  {name} " in done.stdout

@@ -1,0 +1,50 @@
+"""``commest serve``: the REST API with uvicorn, started as the app starts itself."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from api.cli.commands import verb_app
+from api.cli.exits import EXIT_UNAVAILABLE, die, die_of
+from api.cli.transport import load_settings
+
+app = verb_app()
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface (default: COMMEST_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: COMMEST_PORT).")] = None,
+) -> None:
+    """Apply migrations, add the nominal profiles and serve the REST API with uvicorn."""
+    import uvicorn
+
+    from api.deps import Runtime
+    from api.tokens import configured_token, token_path
+    from estimator.errors import CommestError, UnavailableError
+
+    settings = load_settings()
+    runtime = Runtime(settings)  # the app's own start-up, run once before the server
+    try:
+        runtime.start()
+    except UnavailableError as exc:
+        die(exc.message, EXIT_UNAVAILABLE)
+    except CommestError as exc:
+        die_of(exc)
+    finally:
+        runtime.close()
+    bind_host = host or settings.host
+    bind_port = port or settings.port
+    shown = "localhost" if bind_host in ("0.0.0.0", "::") else bind_host
+    base = f"http://{shown}:{bind_port}"
+    if runtime.inserted:
+        typer.echo(f"added nominal profiles: {', '.join(runtime.inserted)}")
+    typer.echo(f"commest API:  {base}")
+    typer.echo(f"API docs:     {base}/docs")
+    if configured_token(settings) is not None:
+        typer.echo("write token:  from COMMEST_API_TOKEN")
+    else:
+        typer.echo(f"write token:  {token_path(settings)} (created on first start)")
+    uvicorn.run("api.app:create_app", factory=True, host=bind_host, port=bind_port)

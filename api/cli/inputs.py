@@ -1,0 +1,61 @@
+"""What commands read: JSON request files (or stdin) and human-written sizes."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from api.cli.exits import EXIT_BAD_INPUT, die
+
+
+def read_json(source: str, what: str = "--request") -> Any:
+    """The JSON in file ``source`` (``-``: stdin); exit 2 naming the problem."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        die(f"{what} {source}: cannot read ({exc.strerror or exc})", EXIT_BAD_INPUT)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        die(
+            f"{what} {source}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+            EXIT_BAD_INPUT,
+        )
+
+
+def read_request(source: str | None) -> dict[str, Any]:
+    """The request object from a file, or an empty one when no file is given."""
+    if source is None:
+        return {}
+    body = read_json(source)
+    if not isinstance(body, dict):
+        die(f"--request {source}: must hold a JSON object", EXIT_BAD_INPUT)
+    return body
+
+
+def require_request(source: str | None) -> dict[str, Any]:
+    """The request object of ``--request``, which this command cannot do without."""
+    if source is None:
+        die("--request FILE is required", EXIT_BAD_INPUT)
+    return read_request(source)
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``1048576``, ``64K``, ``256MiB`` or ``1GB`` (K = 1024, as nccl-tests' -b)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise typer.BadParameter(f"{text!r} is not a size (e.g. 1048576, 64K, 256MiB)")
+    number, unit = float(match.group(1)), match.group(2).lower()
+    scale = 1024 ** ("kmgt".index(unit) + 1) if unit else 1
+    value = int(number * scale)
+    if value <= 0:
+        raise typer.BadParameter("must be > 0 bytes")
+    return value

@@ -1,0 +1,108 @@
+"""The REST contract over HTTP (``httpx``): ``commest --server URL ...``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from api.cli.transport import NO_TOKEN_HINT, REMOTE_TIMEOUT_S, Client, Problem, Unreachable
+
+
+class HttpClient(Client):
+    """Each operation is one HTTP request; a 4xx/5xx answer raises :class:`Problem`."""
+
+    def __init__(self, http: httpx.Client, where: str) -> None:
+        self.http = http
+        self.where = where
+
+    @classmethod
+    @contextmanager
+    def connect(cls, base_url: str, token: str | None) -> Iterator[HttpClient]:
+        """A client of the server at ``base_url``, sending ``token`` (if any) on every call."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        with httpx.Client(base_url=base_url, headers=headers, timeout=REMOTE_TIMEOUT_S) as http:
+            yield cls(http, base_url)
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        files: Any = None,
+    ) -> httpx.Response:
+        """The answer to one request; a 4xx/5xx raises Problem, a transport error Unreachable."""
+        try:
+            response = self.http.request(method, path, json=json_body, params=params, files=files)
+        except httpx.TransportError as exc:
+            raise Unreachable(f"cannot reach the commest service at {self.where}: {exc}") from exc
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
+            hint = ""
+            if response.status_code == 401 and "authorization" not in {
+                k.lower() for k in self.http.headers
+            }:
+                hint = NO_TOKEN_HINT
+            raise Problem(response.status_code, body, text=response.text, hint=hint)
+        return response
+
+    def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The JSON body of the answer (None for an empty one)."""
+        response = self.send(method, path, **kwargs)
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise Unreachable(f"{self.where} answered {path} with non-JSON content") from None
+
+    # -- the operations -------------------------------------------------------------------------
+
+    def estimate(self, body: Mapping[str, Any]) -> Any:
+        return self.json("POST", "/v1/estimates", json_body=body)
+
+    def check(self, body: Mapping[str, Any]) -> Any:
+        return self.json("POST", "/v1/checks", json_body=body)
+
+    def plan(self, body: Mapping[str, Any]) -> Any:
+        return self.json("POST", "/v1/plans", json_body=body)
+
+    def traffic_matrix(self, body: Mapping[str, Any]) -> bytes:
+        return self.send("POST", "/v1/traffic-matrices", json_body=body).content
+
+    def bandwidth(self, profile: str, params: Mapping[str, Any]) -> Any:
+        return self.json("GET", f"/v1/profiles/{profile}/bandwidth", params=params)
+
+    def create_profile(self, body: Mapping[str, Any]) -> Any:
+        return self.json("POST", "/v1/profiles", json_body=body)
+
+    def list_profiles(self) -> Any:
+        return self.json("GET", "/v1/profiles")
+
+    def get_profile(self, name: str) -> Any:
+        return self.json("GET", f"/v1/profiles/{name}")
+
+    def delete_profile(self, name: str) -> None:
+        self.send("DELETE", f"/v1/profiles/{name}")
+
+    def upload_runs(
+        self, profile: str, filename: str, content: bytes, hints: Mapping[str, str]
+    ) -> Any:
+        files = {"files": (filename, content, "text/plain")}
+        return self.json("POST", f"/v1/profiles/{profile}/runs", files=files, params=hints)
+
+    def calibrate(self, profile: str, body: Mapping[str, Any]) -> Any:
+        return self.json("POST", f"/v1/profiles/{profile}/calibrations", json_body=body)
+
+    def put_baseline(self, name: str, body: Mapping[str, Any]) -> Any:
+        return self.json("PUT", f"/v1/baselines/{name}", json_body=body)
+
+    def get_baseline(self, name: str) -> Any:
+        return self.json("GET", f"/v1/baselines/{name}")
