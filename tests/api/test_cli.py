@@ -633,6 +633,22 @@ def test_remote_server_answers_like_the_local_service(env: Path, live_server: st
     assert run("profile", "show", "remote-lab").exit_code == 2
 
 
+def test_remote_writes_use_the_local_token_file_when_no_token_is_given(
+    env: Path, live_server: str
+) -> None:
+    create = ("profile", "create", "by-file", "--gpu-model", "H100", "--gpus-per-node", "8")
+    assert run("--server", live_server, *create).exit_code == 2  # no token file yet: 401
+    token_file = env / "data" / "api-token"  # where a server on this machine keeps it
+    token_file.parent.mkdir(parents=True, exist_ok=True)
+    token_file.write_text("remote-token\n", encoding="utf-8")
+    made = run("--server", live_server, *create)
+    assert made.exit_code == 0, made.stderr
+    assert json.loads(made.stdout)["name"] == "by-file"
+    wrong = run("--server", live_server, "--token", "other", *create[:2], "x2", *create[3:])
+    assert wrong.exit_code == 2  # a given token wins over the file
+    assert "401" in wrong.stderr
+
+
 def test_server_and_token_are_accepted_after_the_verb_too() -> None:
     argv = ["estimate", "--request", "f.json", "--server", "http://h:1", "--token=t"]
     assert hoist_global_options(argv) == [
