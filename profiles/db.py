@@ -25,10 +25,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, SQLAlchemyError
@@ -36,6 +34,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import migrations
 from estimator.errors import UnavailableError, ValidationError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent  # the top-level Alembic package
 SQLITE_BUSY_TIMEOUT_S = 30.0
@@ -158,6 +159,8 @@ def ping(engine: Engine) -> None:
 
 def alembic_config(url: str | URL) -> Config:
     """An Alembic Config for the packaged migrations, pointed at ``url``."""
+    from alembic.config import Config
+
     parsed = normalise_url(url)
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -168,17 +171,48 @@ def alembic_config(url: str | URL) -> Config:
     return config
 
 
+def database_revisions(url: str | URL) -> set[str] | None:
+    """The revisions in the database's ``alembic_version`` (None: no such table, or no answer).
+
+    One connection and one query, without Alembic.
+    """
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT version_num FROM alembic_version"))
+            return {str(row[0]) for row in rows}
+    except SQLAlchemyError:
+        return None
+    finally:
+        engine.dispose()
+
+
+def at_head(url: str | URL) -> bool:
+    """Whether the database is at the newest revision shipped (Alembic not imported)."""
+    head = migrations.head_from_files()
+    return head is not None and database_revisions(url) == {head}
+
+
 def upgrade_database(url: str | URL, *, revision: str = "head") -> None:
-    """Run the Alembic migrations up to ``revision``; a no-op when already there."""
+    """Run the Alembic migrations up to ``revision``; a no-op when already there.
+
+    A database already at head is recognised without Alembic (see :func:`at_head`).
+    """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    if revision == "head" and at_head(parsed):
+        return
+    from alembic import command
+
     with _ALEMBIC_LOCK:
         command.upgrade(alembic_config(parsed), revision)
 
 
 def downgrade_database(url: str | URL, *, revision: str = "base") -> None:
     """Run the Alembic migrations down to ``revision`` (``base`` drops every table)."""
+    from alembic import command
+
     with _ALEMBIC_LOCK:
         command.downgrade(alembic_config(url), revision)
 
