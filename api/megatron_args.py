@@ -5,6 +5,10 @@
 /v1/estimates`` body out, plus notes for the user (flags it ignored, defaults it assumed).
 The cluster part comes from elsewhere (``--cluster-profile`` or a request file).
 
+The line is split as the shell splits it (``shlex``: quotes, comments, backslash continuations)
+and read with ``argparse``: the flags commest models are declared as Megatron-LM and torchrun
+declare them (both ``--a-b`` and ``--a_b``), ``parse_known_args`` leaves the rest aside.
+
 Megatron semantics reproduced here (``megatron/training/arguments.py``):
 
 - no ``--fp16``/``--bf16`` means fp32 training; ``--fp8-format`` trains in fp8 on top of bf16;
@@ -20,11 +24,12 @@ Megatron semantics reproduced here (``megatron/training/arguments.py``):
 
 from __future__ import annotations
 
+import argparse
 import math
-import re
 import shlex
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from functools import lru_cache
+from typing import Any, NamedTuple, NoReturn
 
 from estimator.errors import ValidationError
 
@@ -80,8 +85,6 @@ _BOOL_FLAGS = frozenset(
     }
 )
 
-_NUMBER = re.compile(r"^-?\d+(\.\d*)?([eE][-+]?\d+)?$")
-
 
 class MegatronArgs(NamedTuple):
     """The request parts read from the command line, and notes for the user."""
@@ -95,6 +98,7 @@ def _missing(flag: str, rule: str) -> ValidationError:
 
 
 def _tokens(command: str | Sequence[str]) -> list[str]:
+    """The words of a launch line or script as the shell splits them (continuations joined)."""
     if not isinstance(command, str):
         return list(command)
     text = command.replace("\\\r\n", " ").replace("\\\n", " ")
@@ -106,37 +110,47 @@ def _tokens(command: str | Sequence[str]) -> list[str]:
         ) from None
 
 
-def _is_value(token: str) -> bool:
-    return not token.startswith("-") or bool(_NUMBER.match(token))
+class _Refused(Exception):
+    """argparse refused the line for a reason it does not tie to one flag."""
+
+
+class _FlagParser(argparse.ArgumentParser):
+    """The flags commest reads, declared as Megatron-LM and torchrun declare them."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _Refused(message)
+
+
+@lru_cache(maxsize=1)
+def _parser() -> _FlagParser:
+    parser = _FlagParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    for key in sorted(_BOOL_FLAGS | _INT_FLAGS | _STR_FLAGS):
+        spellings = dict.fromkeys([f"--{key}", f"--{key.replace('-', '_')}"])
+        if key in _BOOL_FLAGS:
+            parser.add_argument(*spellings, dest=key, action="store_true", default=None)
+        else:  # the value as written; converted (and its errors named) below
+            parser.add_argument(*spellings, dest=key, default=None)
+    return parser
 
 
 def _scan(tokens: list[str]) -> tuple[dict[str, str | bool], list[str]]:
-    """Known flags -> their raw value (True for switches); the unknown flags, in order."""
-    found: dict[str, str | bool] = {}
-    unknown: list[str] = []
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        i += 1
-        if not token.startswith("--") or token == "--":
-            continue  # the launcher, the script, a stray positional
-        name, eq, inline = token[2:].partition("=")
-        key = name.replace("_", "-")
-        if key in _BOOL_FLAGS:
-            found[key] = True
-        elif key in _INT_FLAGS or key in _STR_FLAGS:
-            if eq:
-                found[key] = inline
-            elif i < len(tokens) and _is_value(tokens[i]):
-                found[key] = tokens[i]
-                i += 1
-            else:
-                raise ValidationError(f"--{key}", None, "needs a value")
-        else:
-            unknown.append(f"--{name}")
-            if not eq:
-                while i < len(tokens) and _is_value(tokens[i]) and not tokens[i].endswith(".py"):
-                    i += 1
+    """Known flags -> their raw value (True for switches); the unknown flags, in order.
+
+    ``parse_known_args`` leaves everything else (the launcher, the script, flags commest does
+    not model and their values) aside; of that, the words that look like flags are named in
+    a note.
+    """
+    words = [token for token in tokens if token != "--"]  # no end of options: read them all
+    try:
+        namespace, rest = _parser().parse_known_args(words)
+    except argparse.ArgumentError as exc:  # e.g. a known flag without its value
+        flag = (exc.argument_name or "--megatron-args").split("/")[0]
+        rule = "needs a value" if "expected one argument" in exc.message else exc.message
+        raise ValidationError(flag, None, rule) from None
+    except _Refused as exc:
+        raise ValidationError("--megatron-args", None, str(exc)) from None
+    found = {key: value for key, value in vars(namespace).items() if value is not None}
+    unknown = [word.split("=", 1)[0] for word in rest if word.startswith("--")]
     return found, unknown
 
 

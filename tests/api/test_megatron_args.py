@@ -189,3 +189,30 @@ def test_uneven_first_and_last_stages_are_read() -> None:
     )
     layout = parse_megatron_args(line, gpus=256, vocab_size=50257).request["layout"]
     assert (layout["first_stage_layers"], layout["last_stage_layers"]) == (2, 10)
+
+
+def test_a_known_flag_without_its_value_is_named() -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_megatron_args("--num-layers --hidden-size 1024", gpus=8, vocab_size=8)
+    assert info.value.field == "--num-layers"
+    assert info.value.rule == "needs a value"
+
+
+def test_a_script_with_comments_continuations_and_underscore_spellings() -> None:
+    script = """#!/bin/bash
+# GPT-3 1.3B on one node
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+torchrun --nproc_per_node=8 --nnodes 2 pretrain_gpt.py \\
+    --num_layers 24 --hidden-size 2048 \\
+    --num-attention-heads=16 --seq-length 2048   # the context
+    --micro-batch-size 2 --global-batch-size 512 --bf16 \\
+    --tensor-model-parallel-size 2 --lr=1e-4 --eval-iters 10 --use-flash-attn
+"""
+    parsed = parse_megatron_args(script, vocab_size=50257)
+    req = parsed.request
+    assert req["model"]["num_layers"] == 24
+    assert req["model"]["num_attention_heads"] == 16
+    assert req["layout"]["data"] == 8  # 2 nodes x 8 / t=2
+    assert req["training"]["micro_batch_size"] == 2
+    ignored = next(n for n in parsed.notes if n.startswith("ignored"))
+    assert ignored.endswith("--lr --eval-iters --use-flash-attn")
