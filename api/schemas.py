@@ -18,6 +18,7 @@ from estimator.specs import Fidelity, Precision, Recompute
 from estimator.traffic import Algorithm
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+GB = 1e9  # the API's gigabyte: 10^9 bytes (memory figures in GB are converted at the edge)
 
 EXAMPLE_ESTIMATE: dict[str, Any] = {
     "model": {"preset": "gpt3-175b"},

@@ -6,11 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response
 
-from api import service
 from api.deps import RuntimeDep, Writer
 from api.problems import problem_responses
 from api.schemas import NAME_PATTERN, BaselinePut, BaselineRead, BaselineWritten
-from profiles import repository
+from api.services import baselines as service
 
 router = APIRouter(prefix="/v1/baselines", tags=["baselines"])
 
@@ -41,14 +40,14 @@ def put_baseline(name: Name, body: BaselinePut, runtime: RuntimeDep, response: R
 def get_baseline(name: Name, runtime: RuntimeDep) -> Any:
     """A stored baseline."""
     with runtime.transaction() as session:
-        return service.baseline_dict(repository.get_baseline(session=session, name=name))
+        return service.get_baseline(session=session, name=name)
 
 
 @router.get("", response_model=list[BaselineRead], responses=problem_responses(503))
 def list_baselines(runtime: RuntimeDep) -> Any:
     """Every stored baseline, by name."""
     with runtime.transaction() as session:
-        return [service.baseline_dict(b) for b in repository.list_baselines(session=session)]
+        return service.list_baselines(session=session)
 
 
 @router.delete(
@@ -60,5 +59,5 @@ def list_baselines(runtime: RuntimeDep) -> Any:
 def delete_baseline(name: Name, runtime: RuntimeDep) -> Response:
     """Delete a baseline."""
     with runtime.transaction() as session:
-        repository.delete_baseline(session=session, name=name)
+        service.delete_baseline(session=session, name=name)
     return Response(status_code=204)

@@ -6,11 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from api import service
 from api.deps import RuntimeDep, Writer
 from api.problems import problem_responses
 from api.schemas import CalibrationRequest, CalibrationResponse
-from profiles import repository
+from api.services import calibrations as service
 
 router = APIRouter(prefix="/v1/profiles", tags=["calibrations"])
 
@@ -25,7 +24,7 @@ router = APIRouter(prefix="/v1/profiles", tags=["calibrations"])
 def create_calibration(name: str, body: CalibrationRequest, runtime: RuntimeDep) -> Any:
     """Fit u by least squares on T = A/u + B; ``apply`` sets it on the profile (fitted)."""
     with runtime.transaction() as session:
-        return service.calibrate(
+        return service.create_calibration(
             session=session, name=name, body=body, profiles=runtime.profiles_in(session)
         )
 
@@ -38,7 +37,4 @@ def create_calibration(name: str, body: CalibrationRequest, runtime: RuntimeDep)
 def list_calibrations(name: str, runtime: RuntimeDep) -> Any:
     """A profile's calibrations, newest first."""
     with runtime.transaction() as session:
-        return [
-            service.calibration_dict(c, profile=name, applied=None)
-            for c in repository.list_calibrations(session=session, profile_name=name)
-        ]
+        return service.list_calibrations(session=session, name=name)

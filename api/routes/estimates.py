@@ -7,11 +7,11 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from api import service
 from api.caches import PinnedProfile
 from api.deps import RuntimeDep
 from api.problems import problem_responses
 from api.schemas import EstimateRequest, EstimateResponse
+from api.services import estimates as service
 
 router = APIRouter(prefix="/v1", tags=["estimates"])
 
@@ -29,6 +29,6 @@ async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> dict[st
     if name is None or snapshot is not None:
         # pure CPU, sub-millisecond: no thread hop, no database read
         pinned = PinnedProfile(snapshot) if snapshot is not None else profiles
-        return service.estimate_request_body(request=body, profiles=pinned)
+        return service.create_estimate(request=body, profiles=pinned)
     # a database read: never block the event loop on it
-    return await run_in_threadpool(service.estimate_request_body, request=body, profiles=profiles)
+    return await run_in_threadpool(service.create_estimate, request=body, profiles=profiles)

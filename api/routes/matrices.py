@@ -7,10 +7,11 @@ import json
 from fastapi import APIRouter
 from fastapi.responses import Response, StreamingResponse
 
-from api import plots, service
+from api import plots
 from api.deps import RuntimeDep
 from api.problems import problem_responses
 from api.schemas import TrafficMatrixRequest
+from api.services import matrices as service
 
 router = APIRouter(prefix="/v1", tags=["traffic matrices"])
 
@@ -28,7 +29,7 @@ router = APIRouter(prefix="/v1", tags=["traffic matrices"])
 def create_traffic_matrix(body: TrafficMatrixRequest, runtime: RuntimeDep) -> Response:
     """The traffic matrix of one layout as sparse JSON rows, CSV or a heatmap PNG."""
     settings = runtime.settings
-    answer = service.traffic_matrix(
+    answer = service.create_traffic_matrix(
         request=body,
         profiles=runtime.profiles(),
         max_matrix_gpus=settings.max_matrix_gpus,

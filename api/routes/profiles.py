@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 
-from api import service
 from api.deps import RuntimeDep, Writer
 from api.problems import problem_responses
 from api.schemas import (
@@ -15,7 +14,7 @@ from api.schemas import (
     ProfilesPage,
     ProfileUpdate,
 )
-from profiles import repository
+from api.services import profiles as service
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
 
@@ -45,16 +44,14 @@ def list_profiles(
 ) -> Any:
     """Profiles by name, one page at a time."""
     with runtime.transaction() as session:
-        rows = repository.list_profiles(session=session, offset=offset, limit=limit)
-        total = repository.count_profiles(session=session)
-        return {"profiles": [service.profile_dict(p) for p in rows], "count": total}
+        return service.list_profiles(session=session, offset=offset, limit=limit)
 
 
 @router.get("/{name}", response_model=ProfileRead, responses=problem_responses(404, 503))
 def get_profile(name: ProfileName, runtime: RuntimeDep) -> Any:
     """One profile."""
     with runtime.transaction() as session:
-        return service.profile_dict(repository.get_profile(session=session, name=name))
+        return service.get_profile(session=session, name=name)
 
 
 @router.patch(

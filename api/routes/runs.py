@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from api import plots, service
+from api import plots
 from api.deps import Runtime, RuntimeDep, Writer
 from api.problems import problem_responses
 from api.schemas import (
@@ -27,8 +27,8 @@ from api.schemas import (
     TuningTableResponse,
     UploadResponse,
 )
+from api.services import runs as service
 from estimator.errors import LimitError, ValidationError
-from profiles import repository
 
 router = APIRouter(prefix="/v1/profiles", tags=["runs"])
 
@@ -173,7 +173,7 @@ def _store(
     runtime: Runtime, name: str, texts: list[str], hints: service.Hints
 ) -> tuple[dict[str, Any], bool]:
     with runtime.transaction() as session:
-        return service.upload_texts(session=session, name=name, texts=texts, hints=hints)
+        return service.upload_runs(session=session, name=name, texts=texts, hints=hints)
 
 
 @router.post(
@@ -227,10 +227,7 @@ def list_runs(
 ) -> Any:
     """A profile's runs in upload order, with their points unless ``points=false``."""
     with runtime.transaction() as session:
-        runs = repository.list_runs(
-            session=session, profile_name=name, op=op, backend=backend, with_points=points
-        )
-        return {"runs": [service.run_dict(r, points=points) for r in runs], "count": len(runs)}
+        return service.list_runs(session=session, name=name, op=op, backend=backend, points=points)
 
 
 @router.get(
@@ -250,7 +247,7 @@ def bandwidth(
 ) -> Any:
     """Effective bus bandwidth of a collective at a scale and size, and how it was obtained."""
     snapshot = runtime.profiles().profile(name)
-    return service.bandwidth_body(
+    return service.bandwidth(
         snapshot=snapshot, op=op, ranks=ranks, nodes=nodes, size_bytes=size_bytes
     )
 
@@ -272,7 +269,7 @@ def curves(
 ) -> Any:
     """busbw against message size per run (``format=png``: a log-x plot)."""
     snapshot = runtime.profiles().profile(name)
-    body = service.curves_body(snapshot=snapshot, op=op, include_nominal=include_nominal)
+    body = service.curves(snapshot=snapshot, op=op, include_nominal=include_nominal)
     if format == "png":
         title = f"profile {name}: bus bandwidth by message size" + (f" ({op})" if op else "")
         return Response(plots.bandwidth_curves(body["curves"], title=title), media_type="image/png")
@@ -293,4 +290,4 @@ def tuning_table(
 ) -> Any:
     """Per message size, the fastest backend among the stored runs."""
     snapshot = runtime.profiles().profile(name)
-    return service.tuning_body(snapshot=snapshot, op=op, ranks=ranks, nodes=nodes)
+    return service.tuning_table(snapshot=snapshot, op=op, ranks=ranks, nodes=nodes)
