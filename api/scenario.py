@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import Any
 
 from api.caches import Profiles
 from api.schemas import (
@@ -79,43 +78,9 @@ class ResolvedCluster:
     bandwidth: str  # how the bandwidths were obtained, e.g. "profile 'x'" or "fixed scalar C"
     notes: list[str] = field(default_factory=list)
 
-    def describe(self) -> dict[str, Any]:
-        """The ``cluster`` member of a response."""
-        return {
-            "profile": self.profile,
-            "gpus_per_node": self.gpus_per_node,
-            "peak_tflops": self.peak_tflops,
-            "utilization": self.utilization,
-            "utilization_source": self.utilization_source,
-            "gpu_memory_bytes": self.gpu_memory_bytes,
-            "memory_bandwidth_gbps": self.memory_bandwidth_gbps,
-            "memory_traffic_factor": self.memory_traffic_factor,
-            "bandwidth": self.bandwidth,
-        }
-
-    @property
-    def gpus_per_node(self) -> int:
-        return self.spec.gpus_per_node
-
     @property
     def peak_tflops(self) -> float:
         return self.spec.peak_flops / 1e12
-
-    @property
-    def utilization(self) -> float:
-        return self.spec.utilization
-
-    @property
-    def gpu_memory_bytes(self) -> float | None:
-        return self.spec.gpu_memory_bytes
-
-    @property
-    def memory_bandwidth_gbps(self) -> float | None:
-        return self.spec.memory_bandwidth_gbps
-
-    @property
-    def memory_traffic_factor(self) -> float:
-        return self.spec.memory_traffic_factor
 
 
 def _fixed_bandwidth(cluster: ClusterIn) -> FixedBandwidth:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
@@ -26,7 +26,9 @@ Name = Annotated[str, Path(pattern=NAME_PATTERN)]
         **problem_responses(401, 404, 409, 422, 503),
     },
 )
-def put_baseline(name: Name, body: BaselinePut, runtime: RuntimeDep, response: Response) -> Any:
+def put_baseline(
+    name: Name, body: BaselinePut, runtime: RuntimeDep, response: Response
+) -> BaselineWritten:
     """Create (201) or replace (200) a baseline: the request and its predicted time."""
     with runtime.transaction() as session:
         out, created = service.put_baseline(
@@ -37,14 +39,14 @@ def put_baseline(name: Name, body: BaselinePut, runtime: RuntimeDep, response: R
 
 
 @router.get("/{name}", response_model=BaselineRead, responses=problem_responses(404, 422, 503))
-def get_baseline(name: Name, runtime: RuntimeDep) -> Any:
+def get_baseline(name: Name, runtime: RuntimeDep) -> BaselineRead:
     """A stored baseline."""
     with runtime.transaction() as session:
         return service.get_baseline(session=session, name=name)
 
 
 @router.get("", response_model=list[BaselineRead], responses=problem_responses(503))
-def list_baselines(runtime: RuntimeDep) -> Any:
+def list_baselines(runtime: RuntimeDep) -> list[BaselineRead]:
     """Every stored baseline, by name."""
     with runtime.transaction() as session:
         return service.list_baselines(session=session)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from api.deps import RuntimeDep, Writer
@@ -21,7 +19,9 @@ router = APIRouter(prefix="/v1/profiles", tags=["calibrations"])
     dependencies=[Writer],
     responses=problem_responses(401, 404, 422, 503),
 )
-def create_calibration(name: str, body: CalibrationRequest, runtime: RuntimeDep) -> Any:
+def create_calibration(
+    name: str, body: CalibrationRequest, runtime: RuntimeDep
+) -> CalibrationResponse:
     """Fit u by least squares on T = A/u + B; ``apply`` sets it on the profile (fitted)."""
     with runtime.transaction() as session:
         return service.create_calibration(
@@ -34,7 +34,7 @@ def create_calibration(name: str, body: CalibrationRequest, runtime: RuntimeDep)
     response_model=list[CalibrationResponse],
     responses=problem_responses(404, 503),
 )
-def list_calibrations(name: str, runtime: RuntimeDep) -> Any:
+def list_calibrations(name: str, runtime: RuntimeDep) -> list[CalibrationResponse]:
     """A profile's calibrations, newest first."""
     with runtime.transaction() as session:
         return service.list_calibrations(session=session, name=name)

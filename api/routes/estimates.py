@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
@@ -21,7 +19,7 @@ router = APIRouter(prefix="/v1", tags=["estimates"])
     response_model=EstimateResponse,
     responses=problem_responses(404, 422, 503),
 )
-async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> dict[str, Any]:
+async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> EstimateResponse:
     """One layout's iteration time with every term, collective and assumption behind it."""
     profiles = runtime.profiles()
     name = body.cluster.profile

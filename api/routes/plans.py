@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from api.deps import RuntimeDep
@@ -15,7 +13,7 @@ router = APIRouter(prefix="/v1", tags=["plans"])
 
 
 @router.post("/plans", response_model=PlanResponse, responses=problem_responses(404, 413, 422, 503))
-def create_plan(body: PlanRequest, runtime: RuntimeDep) -> dict[str, Any]:
+def create_plan(body: PlanRequest, runtime: RuntimeDep) -> PlanResponse:
     """Rank every layout (p, t, d, v, b, SP, ZeRO, recompute) by iteration time."""
     return service.create_plan(
         request=body,

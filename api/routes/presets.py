@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from api.schemas import GpuPresetOut, ModelPresetOut
@@ -13,12 +11,12 @@ router = APIRouter(prefix="/v1/presets", tags=["presets"])
 
 
 @router.get("/models", response_model=list[ModelPresetOut])
-def model_presets() -> Any:
+def model_presets() -> tuple[ModelPresetOut, ...]:
     """Model shapes as their authors published them, with sources."""
     return service.model_presets()
 
 
 @router.get("/gpus", response_model=list[GpuPresetOut])
-def gpu_presets() -> Any:
+def gpu_presets() -> tuple[GpuPresetOut, ...]:
     """GPU memory and dense peak TFLOP/s per precision, with sources."""
     return service.gpu_presets()

@@ -21,18 +21,18 @@ from api import plots
 from api.deps import Runtime, RuntimeDep, Writer
 from api.problems import problem_responses
 from api.schemas import (
+    MAX_RANKS,
     BandwidthResponse,
     CurvesResponse,
     RunsPage,
     TuningTableResponse,
+    UploadHints,
     UploadResponse,
 )
 from api.services import runs as service
 from estimator.errors import LimitError, ValidationError
 
 router = APIRouter(prefix="/v1/profiles", tags=["runs"])
-
-MAX_RANKS = 10_000_000
 
 _UPLOAD_BODY: dict[str, Any] = {
     "requestBody": {
@@ -170,8 +170,8 @@ async def _multipart_texts(request: Request, body: bytes, max_files: int) -> lis
 
 
 def _store(
-    runtime: Runtime, name: str, texts: list[str], hints: service.Hints
-) -> tuple[dict[str, Any], bool]:
+    runtime: Runtime, name: str, texts: list[str], hints: UploadHints
+) -> tuple[UploadResponse, bool]:
     with runtime.transaction() as session:
         return service.upload_runs(session=session, name=name, texts=texts, hints=hints)
 
@@ -192,16 +192,8 @@ async def upload_runs(
     request: Request,
     response: Response,
     runtime: RuntimeDep,
-    op: Annotated[str | None, Query(description="collective, if the text omits it")] = None,
-    ranks: Annotated[
-        int | None, Query(ge=1, le=MAX_RANKS, description="rank count, if omitted")
-    ] = None,
-    nodes: Annotated[
-        int | None, Query(ge=1, le=MAX_RANKS, description="node count, if omitted")
-    ] = None,
-    backend: Annotated[str | None, Query(max_length=32)] = None,
-    dtype: Annotated[str | None, Query(max_length=16)] = None,
-) -> Any:
+    hints: Annotated[UploadHints, Query()],
+) -> UploadResponse:
     """Store benchmark output: 201 when something new was stored, 200 when all was known."""
     settings = runtime.settings
     body, boundary = await read_capped_body(
@@ -211,7 +203,6 @@ async def upload_runs(
         texts = await _multipart_texts(request, body, settings.max_upload_files)
     else:
         texts = [_decode(body, "body")]
-    hints = service.Hints(op=op, ranks=ranks, nodes=nodes, backend=backend, dtype=dtype)
     out, stored_new = await run_in_threadpool(_store, runtime, name, texts, hints)
     response.status_code = 201 if stored_new else 200
     return out
@@ -224,7 +215,7 @@ def list_runs(
     op: str | None = None,
     backend: str | None = None,
     points: bool = True,
-) -> Any:
+) -> RunsPage:
     """A profile's runs in upload order, with their points unless ``points=false``."""
     with runtime.transaction() as session:
         return service.list_runs(session=session, name=name, op=op, backend=backend, points=points)
@@ -244,7 +235,7 @@ def bandwidth(
     size_bytes: Annotated[
         float, Query(alias="bytes", gt=0, le=1e15, allow_inf_nan=False, description="message size")
     ],
-) -> Any:
+) -> BandwidthResponse:
     """Effective bus bandwidth of a collective at a scale and size, and how it was obtained."""
     snapshot = runtime.profiles().profile(name)
     return service.bandwidth(
@@ -266,13 +257,13 @@ def curves(
     format: Literal["json", "png"] = "json",
     op: str | None = None,
     include_nominal: bool = True,
-) -> Any:
+) -> CurvesResponse | Response:
     """busbw against message size per run (``format=png``: a log-x plot)."""
     snapshot = runtime.profiles().profile(name)
     body = service.curves(snapshot=snapshot, op=op, include_nominal=include_nominal)
     if format == "png":
         title = f"profile {name}: bus bandwidth by message size" + (f" ({op})" if op else "")
-        return Response(plots.bandwidth_curves(body["curves"], title=title), media_type="image/png")
+        return Response(plots.bandwidth_curves(body.curves, title=title), media_type="image/png")
     return body
 
 
@@ -287,7 +278,7 @@ def tuning_table(
     op: Annotated[str, Query()],
     ranks: Annotated[int, Query(ge=1, le=MAX_RANKS)],
     nodes: Annotated[int | None, Query(ge=1, le=MAX_RANKS)] = None,
-) -> Any:
+) -> TuningTableResponse:
     """Per message size, the fastest backend among the stored runs."""
     snapshot = runtime.profiles().profile(name)
     return service.tuning_table(snapshot=snapshot, op=op, ranks=ranks, nodes=nodes)

@@ -2,52 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy.orm import Session
 
 from api import scenario
 from api.caches import Profiles
-from api.schemas import BaselinePut
+from api.schemas import BaselinePut, BaselineRead, BaselineWritten, Members
 from profiles import repository
-from profiles.models import Baseline
-
-
-def baseline_dict(baseline: Baseline) -> dict[str, Any]:
-    """A stored baseline as a response body."""
-    return {
-        "name": baseline.name,
-        "iteration_time_s": baseline.iteration_time_s,
-        "request": baseline.request,
-        "created_at": baseline.created_at,
-        "updated_at": baseline.updated_at,
-    }
 
 
 def put_baseline(
     *, session: Session, name: str, body: BaselinePut, profiles: Profiles
-) -> tuple[dict[str, Any], bool]:
-    """Store a baseline: the request and its predicted (or given) time; (body, created)."""
+) -> tuple[BaselineWritten, bool]:
+    """Store a baseline: the request and its predicted (or given) time; (answer, created)."""
     predicted = scenario.run(request=body.request, profiles=profiles).estimate.iteration_time_s
+    given = body.iteration_time_s is not None
     held = body.iteration_time_s if body.iteration_time_s is not None else predicted
     stored_request = body.request.model_dump(mode="json", exclude_unset=True)
     baseline, created = repository.put_baseline(
         session=session, name=name, request=stored_request, iteration_time_s=held
     )
-    out = baseline_dict(baseline)
-    out["predicted_iteration_time_s"] = predicted
-    out["source"] = "given" if body.iteration_time_s is not None else "predicted"
-    return out, created
+    written = Members(
+        baseline, predicted_iteration_time_s=predicted, source="given" if given else "predicted"
+    )
+    return BaselineWritten.model_validate(written), created
 
 
-def get_baseline(*, session: Session, name: str) -> dict[str, Any]:
+def get_baseline(*, session: Session, name: str) -> BaselineRead:
     """One stored baseline; NotFoundError otherwise."""
-    return baseline_dict(repository.get_baseline(session=session, name=name))
+    return BaselineRead.model_validate(repository.get_baseline(session=session, name=name))
 
 
-def list_baselines(*, session: Session) -> list[dict[str, Any]]:
+def list_baselines(*, session: Session) -> list[BaselineRead]:
     """Every stored baseline, by name."""
-    return [baseline_dict(b) for b in repository.list_baselines(session=session)]
+    return [BaselineRead.model_validate(b) for b in repository.list_baselines(session=session)]
 
 
 def delete_baseline(*, session: Session, name: str) -> None:

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from api.caches import Profiles
 from api.scenario import prepare
-from api.schemas import CalibrationEstimateIn, CalibrationRequest, ClusterIn, EstimateRequest
+from api.schemas import (
+    CalibrationEstimateIn,
+    CalibrationRequest,
+    CalibrationResponse,
+    ClusterIn,
+    EstimateRequest,
+    Members,
+)
 from estimator import Scenario, estimate
 from estimator.errors import ValidationError
 from profiles import repository
@@ -42,7 +48,7 @@ def _calibration_request(run: CalibrationEstimateIn, name: str, index: int) -> E
 
 def create_calibration(
     *, session: Session, name: str, body: CalibrationRequest, profiles: Profiles
-) -> dict[str, Any]:
+) -> CalibrationResponse:
     """Fit u from measured iteration times: T(u) = A/u + B from the engine at u = 1 and 0.5."""
     samples = []
     for i, run in enumerate(body.runs):
@@ -86,41 +92,31 @@ def create_calibration(
         apply=body.apply,
     )
     session.flush()
-    return calibration_dict(calibration, samples=samples, applied=body.apply, profile=name)
+    return _response(calibration, samples=samples, applied=body.apply, profile=name)
 
 
-def calibration_dict(
+def _response(
     calibration: Calibration,
     *,
     profile: str,
     applied: bool | None,
     samples: list[CalibrationSample] | None = None,
-) -> dict[str, Any]:
-    """A stored calibration as a response body."""
-    residuals = []
-    for i, r in enumerate(calibration.residuals or []):
-        sample = samples[i] if samples else None
-        residuals.append(
-            {
-                **r,
-                "scaled_s": sample.scaled_s if sample else r.get("scaled_s"),
-                "fixed_s": sample.fixed_s if sample else r.get("fixed_s"),
-            }
-        )
-    return {
-        "id": calibration.id,
-        "profile": profile,
-        "utilization": calibration.utilization,
-        "mape_pct": calibration.mape_pct,
-        "residuals": residuals,
-        "applied": applied,
-        "created_at": calibration.created_at,
-    }
+) -> CalibrationResponse:
+    """A stored calibration; with the samples just fitted, each residual's A and B too."""
+    residuals = calibration.residuals or []
+    if samples:
+        residuals = [
+            {**r, "scaled_s": sample.scaled_s, "fixed_s": sample.fixed_s}
+            for r, sample in zip(residuals, samples, strict=True)
+        ]
+    return CalibrationResponse.model_validate(
+        Members(calibration, profile=profile, applied=applied, residuals=residuals)
+    )
 
 
-def list_calibrations(*, session: Session, name: str) -> list[dict[str, Any]]:
+def list_calibrations(*, session: Session, name: str) -> list[CalibrationResponse]:
     """A profile's calibrations, newest first."""
     return [
-        calibration_dict(c, profile=name, applied=None)
+        _response(c, profile=name, applied=None)
         for c in repository.list_calibrations(session=session, profile_name=name)
     ]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from api import scenario
 from api.caches import Profiles, SessionScope
-from api.schemas import CheckRequest
+from api.schemas import BaselineHeld, CheckRequest, CheckResponse, Members
 from api.services.baselines import get_baseline
-from api.services.estimates import estimate_body
+from api.services.estimates import estimate_response
 from estimator.errors import ValidationError
 
 DEFAULT_TOLERANCE = 0.05
@@ -16,7 +16,7 @@ DEFAULT_TOLERANCE = 0.05
 
 def create_check(
     *, request: CheckRequest, profiles: Profiles, session_scope: SessionScope
-) -> dict[str, Any]:
+) -> CheckResponse:
     """POST /v1/checks: the estimate against a budget or a stored baseline."""
     budget, name = request.max_iteration_time_s, request.baseline
     if (budget is None) == (name is None):
@@ -29,13 +29,13 @@ def create_check(
         raise ValidationError(
             "tolerance", request.tolerance, "applies to a baseline check only; give baseline"
         )
-    baseline: dict[str, Any] | None = None
+    baseline: BaselineHeld | None = None
     if name is not None:
         with session_scope() as session:
             stored = get_baseline(session=session, name=name)
         tolerance = DEFAULT_TOLERANCE if request.tolerance is None else request.tolerance
-        limit = stored["iteration_time_s"] * (1.0 + tolerance)
-        baseline = {**stored, "tolerance": tolerance}
+        limit = stored.iteration_time_s * (1.0 + tolerance)
+        baseline = BaselineHeld.model_validate(Members(stored, tolerance=tolerance))
         criterion: Literal["budget", "baseline"] = "baseline"
     else:
         assert budget is not None
@@ -43,13 +43,13 @@ def create_check(
     answer = scenario.run(request=request, profiles=profiles)
     predicted = answer.estimate.iteration_time_s
     margin = limit - predicted
-    return {
-        "passed": predicted <= limit,
-        "criterion": criterion,
-        "predicted_iteration_time_s": predicted,
-        "limit_s": limit,
-        "margin_s": margin,
-        "margin_pct": 100.0 * margin / limit,
-        "baseline": baseline,
-        "estimate": estimate_body(answer=answer),
-    }
+    return CheckResponse(
+        passed=predicted <= limit,
+        criterion=criterion,
+        predicted_iteration_time_s=predicted,
+        limit_s=limit,
+        margin_s=margin,
+        margin_pct=100.0 * margin / limit,
+        baseline=baseline,
+        estimate=estimate_response(answer=answer),
+    )

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from api.caches import Profiles
 from api.scenario import prepare
-from api.schemas import TrafficMatrixRequest
+from api.schemas import TrafficMatrixRequest, TrafficMatrixResponse
 from estimator import Algorithm, Estimate, SparseTraffic, estimate, estimate_traffic
 from estimator.bandwidth import FloatArray
 from estimator.errors import LimitError
@@ -30,6 +30,39 @@ class TrafficAnswer:
     gpus_per_node: int
     algorithm: Algorithm
     result: Estimate
+
+    def entries(self, start: int = 0, stop: int | None = None) -> Iterator[TrafficEntry]:
+        """The sparse entries ``[start, stop)`` as (src, dst, bytes, kind) rows."""
+        t = self.traffic
+        names = [k.value for k in t.kinds]
+        window = slice(start, stop)
+        for s, d, b, k in zip(
+            t.src[window].tolist(),
+            t.dst[window].tolist(),
+            t.bytes[window].tolist(),
+            t.kind[window].tolist(),
+            strict=True,
+        ):
+            yield TrafficEntry(s, d, b, names[k])
+
+    @property
+    def rows(self) -> list[TrafficEntry]:
+        """Every entry."""
+        return list(self.entries())
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        """Total bytes, bytes per kind of traffic (kinds with none left out) and entries."""
+        t = self.traffic
+        by_kind = {k.value: v for k, v in t.kind_totals().items() if v}
+        return {"bytes": t.total_bytes, "by_kind": by_kind, "entries": len(t)}
+
+
+class TrafficEntry(NamedTuple):
+    src: int
+    dst: int
+    bytes: float
+    kind: str
 
 
 def create_traffic_matrix(
@@ -73,28 +106,9 @@ def create_traffic_matrix(
     return TrafficAnswer(traffic, request.level, gpus, g, request.algorithm, result)
 
 
-def traffic_json(*, answer: TrafficAnswer) -> dict[str, Any]:
-    """Sparse rows and totals of a traffic matrix."""
-    t = answer.traffic
-    names = [k.value for k in t.kinds]
-    rows = [
-        {"src": s, "dst": d, "bytes": b, "kind": names[k]}
-        for s, d, b, k in zip(
-            t.src.tolist(), t.dst.tolist(), t.bytes.tolist(), t.kind.tolist(), strict=True
-        )
-    ]
-    by_kind = {k.value: v for k, v in t.kind_totals().items() if v}
-    return {
-        "gpus": answer.gpus,
-        "gpus_per_node": answer.gpus_per_node,
-        "level": answer.level,
-        "size": t.size,
-        "algorithm": answer.algorithm.value,
-        "unit": "bytes per iteration",
-        "rows": rows,
-        "totals": {"bytes": t.total_bytes, "by_kind": by_kind, "entries": len(t)},
-        "iteration_time_s": answer.result.iteration_time_s,
-    }
+def traffic_response(*, answer: TrafficAnswer) -> TrafficMatrixResponse:
+    """Sparse rows and totals of a traffic matrix (``format: json``)."""
+    return TrafficMatrixResponse.model_validate(answer)
 
 
 def binned_matrix(*, traffic: SparseTraffic, max_cells: int = 512) -> tuple[FloatArray, int]:
@@ -113,19 +127,7 @@ def binned_matrix(*, traffic: SparseTraffic, max_cells: int = 512) -> tuple[Floa
 
 def traffic_csv_lines(*, answer: TrafficAnswer) -> Iterator[str]:
     """CSV text of a traffic matrix, header ``src,dst,bytes,kind``, in chunks."""
-    t = answer.traffic
-    names = [k.value for k in t.kinds]
     yield "src,dst,bytes,kind\n"
     step = 50_000
-    for start in range(0, len(t), step):
-        stop = start + step
-        yield "".join(
-            f"{s},{d},{b!r},{names[k]}\n"
-            for s, d, b, k in zip(
-                t.src[start:stop].tolist(),
-                t.dst[start:stop].tolist(),
-                t.bytes[start:stop].tolist(),
-                t.kind[start:stop].tolist(),
-                strict=True,
-            )
-        )
+    for start in range(0, len(answer.traffic), step):
+        yield "".join(f"{s},{d},{b!r},{k}\n" for s, d, b, k in answer.entries(start, start + step))

@@ -9,7 +9,7 @@ import numpy as np
 
 from api.caches import Profiles
 from api.scenario import cluster_spec, model_spec, require_finite
-from api.schemas import PlanRequest
+from api.schemas import ClusterOut, PlanEntryOut, PlanLayoutOut, PlanRequest, PlanResponse
 from estimator import TERMS, Recompute, TrainingSpec, plan
 from estimator.errors import ValidationError
 
@@ -64,7 +64,7 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], TrainingSpec]:
 _RECOMPUTE_BY_CODE = {0: Recompute.NONE, 1: Recompute.SELECTIVE, 2: Recompute.FULL}
 
 
-def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -> dict[str, Any]:
+def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -> PlanResponse:
     """POST /v1/plans: every valid layout, evaluated in one pass, the best ``top_k`` shown."""
     model = model_spec(model=request.model)
     options, training = _sweep_options(request)
@@ -91,28 +91,28 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
     terms = {name: np.asarray(res.terms[name])[top] for name in TERMS}
     known_capacity = cluster.spec.gpu_memory_bytes is not None
     gb = training.global_batch_size
-    entries = []
+    entries: list[PlanEntryOut] = []
     for i in range(len(top)):
         b, d = int(cols["b"][i]), int(cols["d"][i])
         entries.append(
-            {
-                "rank": i + 1,
-                "layout": {
-                    "pipeline": int(cols["p"][i]),
-                    "tensor": int(cols["t"][i]),
-                    "data": d,
-                    "virtual_stages": int(cols["v"][i]),
-                    "sequence_parallel": bool(flags["sp"][i]),
-                    "zero_stage": int(flags["zero"][i]),
-                    "micro_batch_size": b,
-                    "recompute": _RECOMPUTE_BY_CODE[int(flags["recompute"][i])].value,
-                },
-                "iteration_time_s": float(iteration[i]),
-                "breakdown_s": {name: float(terms[name][i]) for name in TERMS},
-                "micro_batches": gb // (b * d),
-                "memory_bytes": float(memory[i]),
-                "fits": bool(fits[i]) if known_capacity else None,
-            }
+            PlanEntryOut(
+                rank=i + 1,
+                layout=PlanLayoutOut(
+                    pipeline=int(cols["p"][i]),
+                    tensor=int(cols["t"][i]),
+                    data=d,
+                    virtual_stages=int(cols["v"][i]),
+                    sequence_parallel=bool(flags["sp"][i]),
+                    zero_stage=int(flags["zero"][i]),
+                    micro_batch_size=b,
+                    recompute=_RECOMPUTE_BY_CODE[int(flags["recompute"][i])],
+                ),
+                iteration_time_s=float(iteration[i]),
+                breakdown_s={name: float(terms[name][i]) for name in TERMS},
+                micro_batches=gb // (b * d),
+                memory_bytes=float(memory[i]),
+                fits=bool(fits[i]) if known_capacity else None,
+            )
         )
     warnings: list[str] = []
     if not known_capacity:
@@ -133,12 +133,12 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
         "feasible (fits in memory) first, then by iteration time",
         f"swept: {', '.join(f'{k}={v}' for k, v in sorted(options.items()))}",
     ]
-    return {
-        "gpus": request.gpus,
-        "evaluated": found.evaluated,
-        "feasible": found.feasible if known_capacity else None,
-        "layouts": entries,
-        "cluster": cluster.describe(),
-        "assumptions": assumptions,
-        "warnings": warnings,
-    }
+    return PlanResponse(
+        gpus=request.gpus,
+        evaluated=found.evaluated,
+        feasible=found.feasible if known_capacity else None,
+        layouts=entries,
+        cluster=ClusterOut.model_validate(cluster),
+        assumptions=assumptions,
+        warnings=warnings,
+    )

@@ -2,41 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy.orm import Session
 
-from api.schemas import GB, ProfileCreate, ProfileUpdate
+from api.schemas import GB, ProfileCreate, ProfileRead, ProfilesPage, ProfileUpdate
 from estimator.errors import ConflictError, ValidationError
 from profiles import repository
-from profiles.models import Profile
 
-
-def profile_dict(profile: Profile) -> dict[str, Any]:
-    """A stored profile as a response body."""
-    memory = profile.gpu_memory_bytes
-    return {
-        "name": profile.name,
-        "gpu_model": profile.gpu_model,
-        "gpus_per_node": profile.gpus_per_node,
-        "peak_tflops": profile.peak_tflops,
-        "peak_tflops_by_dtype": profile.peak_tflops_by_dtype,
-        "gpu_memory_bytes": memory,
-        "gpu_memory_gb": memory / GB if memory is not None else None,
-        "utilization": profile.utilization,
-        "utilization_source": profile.utilization_source,
-        "description": profile.description or "",
-        "nominal": bool(profile.nominal),
-        "created_at": profile.created_at,
-        "updated_at": profile.updated_at,
-    }
+_NOT_NULL = ("name", "gpu_model", "gpus_per_node", "description")
 
 
 def _memory_bytes(gb: float | None) -> int | None:
     return None if gb is None else round(gb * GB)
 
 
-def create_profile(*, session: Session, body: ProfileCreate) -> dict[str, Any]:
+def create_profile(*, session: Session, body: ProfileCreate) -> ProfileRead:
     """POST /v1/profiles."""
     profile = repository.create_profile(
         session=session,
@@ -50,13 +29,22 @@ def create_profile(*, session: Session, body: ProfileCreate) -> dict[str, Any]:
         description=body.description,
     )
     session.flush()
-    return profile_dict(profile)
+    return ProfileRead.model_validate(profile)
 
 
-_NOT_NULL = ("name", "gpu_model", "gpus_per_node", "description")
+def list_profiles(*, session: Session, offset: int, limit: int) -> ProfilesPage:
+    """Profiles by name, one page at a time, and how many there are."""
+    rows = repository.list_profiles(session=session, offset=offset, limit=limit)
+    total = repository.count_profiles(session=session)
+    return ProfilesPage(profiles=[ProfileRead.model_validate(p) for p in rows], count=total)
 
 
-def update_profile(*, session: Session, name: str, body: ProfileUpdate) -> dict[str, Any]:
+def get_profile(*, session: Session, name: str) -> ProfileRead:
+    """One profile; NotFoundError otherwise."""
+    return ProfileRead.model_validate(repository.get_profile(session=session, name=name))
+
+
+def update_profile(*, session: Session, name: str, body: ProfileUpdate) -> ProfileRead:
     """PATCH /v1/profiles/{name}: the fields given change; nominal profiles keep their name."""
     changes: repository.ProfileChanges = {}
     for key in body.model_fields_set:
@@ -72,7 +60,7 @@ def update_profile(*, session: Session, name: str, body: ProfileUpdate) -> dict[
         raise ConflictError(f"profile {name!r} is built in (nominal) and keeps its name", name=name)
     profile = repository.update_profile(session=session, name=name, changes=changes)
     session.flush()
-    return profile_dict(profile)
+    return ProfileRead.model_validate(profile)
 
 
 def delete_profile(*, session: Session, name: str) -> None:
@@ -85,15 +73,3 @@ def delete_profile(*, session: Session, name: str) -> None:
             name=name,
         )
     repository.delete_profile(session=session, name=name)
-
-
-def list_profiles(*, session: Session, offset: int, limit: int) -> dict[str, Any]:
-    """Profiles by name, one page at a time, and how many there are."""
-    rows = repository.list_profiles(session=session, offset=offset, limit=limit)
-    total = repository.count_profiles(session=session)
-    return {"profiles": [profile_dict(p) for p in rows], "count": total}
-
-
-def get_profile(*, session: Session, name: str) -> dict[str, Any]:
-    """One profile; NotFoundError otherwise."""
-    return profile_dict(repository.get_profile(session=session, name=name))
