@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 from starlette.requests import Request
 
 from api.plots import PNG_SIGNATURE
-from api.routes.runs import read_capped_body
+from api.routes.runs import read_upload
 from api.settings import Settings
 from estimator.errors import LimitError
 from tests.api.conftest import AUTH, assert_problem, fixture_text, make_client, row_counts
@@ -162,7 +162,7 @@ def test_reading_stops_at_the_cap_instead_of_reading_the_whole_body() -> None:
     received: list[int] = []
     request = _endless_request(received, [(b"content-type", b"text/plain")])
     with pytest.raises(LimitError):
-        asyncio.run(read_capped_body(request, max_bytes=10 * 1024, max_files=2))
+        asyncio.run(read_upload(request, max_bytes=10 * 1024, max_files=2))
     assert len(received) == 11  # one chunk past the cap, then stop
 
 
@@ -177,8 +177,24 @@ def test_multipart_parts_are_counted_while_streaming() -> None:
     headers = [(b"content-type", b"multipart/form-data; boundary=B")]
     request = Request({"type": "http", "method": "POST", "path": "/", "headers": headers}, receive)
     with pytest.raises(LimitError, match="more than 2 files"):
-        asyncio.run(read_capped_body(request, max_bytes=1 << 20, max_files=2))
-    assert len(received) == 4  # the 4th delimiter (split across chunks) opens a 3rd part
+        asyncio.run(read_upload(request, max_bytes=1 << 20, max_files=2))
+    assert len(received) == 3  # refused at the 3rd part's headers, the endless rest unread
+
+
+def test_streamed_multipart_over_the_cap_is_413_not_a_parse_error(
+    tmp_path: Path, db_url: str
+) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'--B\r\nContent-Disposition: form-data; name="files"; filename="a"\r\n\r\n'
+        for _ in range(10):
+            yield b"x" * 1024
+
+    headers = {**AUTH, "Content-Type": "multipart/form-data; boundary=B"}
+    with make_client(_small_caps(tmp_path, db_url)) as client:
+        client.post("/v1/profiles", json=PROFILE, headers=AUTH)
+        response = client.post("/v1/profiles/lab/runs", content=chunks(), headers=headers)
+        body = assert_problem(response, 413)
+    assert "COMMEST_MAX_UPLOAD_BYTES" in body["detail"]
 
 
 def test_too_many_files_is_413(tmp_path: Path, db_url: str) -> None:
