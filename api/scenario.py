@@ -9,7 +9,6 @@ Every choice made for the user is written into ``ResolvedCluster.notes`` (the an
 
 from __future__ import annotations
 
-import math
 from dataclasses import MISSING, dataclass, field, fields, replace
 
 from api.caches import Profiles
@@ -275,11 +274,10 @@ def run(*, request: EstimateRequest, profiles: Profiles) -> Answer:
     return Answer(estimate(prepared.scenario), prepared.cluster)
 
 
-def require_finite(value: float, what: str) -> None:
-    """ValidationError naming the cluster figures when an answer is not a finite number."""
-    if not math.isfinite(value):
-        raise ValidationError(
-            "cluster",
-            what,
-            "the figures give a non-finite time; check peak_tflops, utilization, bandwidths",
-        )
+def figures(cluster: ClusterSpec) -> dict[str, float]:
+    """The cluster figures a scenario's times scale with: what a 422 for an answer that is
+    not a finite number names (``api.schemas.finite_answer``)."""
+    return {
+        "cluster.peak_tflops": cluster.peak_flops / 1e12,
+        "cluster.utilization": cluster.utilization,
+    }

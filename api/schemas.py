@@ -9,24 +9,69 @@ divisibility, model shape) are left to the engine, which names the field and the
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AliasPath,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    WithJsonSchema,
     computed_field,
     model_validator,
+    with_config,
 )
+from pydantic import ValidationError as PydanticValidationError
+from typing_extensions import TypedDict
 
-from estimator.bandwidth import Collective, TrafficKind
+from estimator.bandwidth import Collective, TrafficKind, parse_collective
+from estimator.errors import ValidationError
 from estimator.specs import Fidelity, Precision, Recompute
 from estimator.traffic import Algorithm
 
-NAME_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+#: 1-64 characters of [A-Za-z0-9._-], but not "." or "..": URL clients normalise those path
+#: segments away, so a resource of that name could never be read back.
+NAME_PATTERN = (
+    r"^(?:[A-Za-z0-9_-]|[A-Za-z0-9_-][A-Za-z0-9._-]|\.[A-Za-z0-9_-]|[A-Za-z0-9._-]{3,64})$"
+)
+NAME_RULE = (
+    "must be 1-64 characters of A-Z a-z 0-9 . _ - and not '.' or '..' "
+    "(URL clients normalise those away)"
+)
+
+
+def _name(value: str) -> str:
+    if re.fullmatch(NAME_PATTERN, value) is None:
+        raise ValueError(NAME_RULE)
+    return value
+
+
+#: A profile or baseline name (the JSON schema states the pattern; the error states the rule).
+Name = Annotated[
+    str,
+    AfterValidator(_name),
+    WithJsonSchema({"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 64}),
+]
+
+
+def _collective(value: Any) -> Any:
+    """A user's spelling of a collective (``allreduce``, ``all-reduce``) as its name."""
+    if isinstance(value, str):
+        try:
+            return parse_collective(value)
+        except ValidationError:
+            return value  # the enum's own error lists the names
+    return value
+
+
+#: A collective (query parameter ``op``): nccl-tests names, common spellings accepted.
+Op = Annotated[Collective, BeforeValidator(_collective)]
 GB = 1e9  # the API's gigabyte: 10^9 bytes (memory figures in GB are converted at the edge)
 
 EXAMPLE_ESTIMATE: dict[str, Any] = {
@@ -234,21 +279,23 @@ class TrafficMatrixRequest(EstimateRequest):
     algorithm: Algorithm = Algorithm.RING
 
 
-PLAN_CONSTRAINTS = (
-    "max_tensor",
-    "micro_batch_sizes",
-    "zero_stages",
-    "recompute",
-    "sequence_parallel",
-    "max_virtual_stages",
-    "drop_infeasible",
-)
+class PlanConstraints(_In):
+    """What a plan may sweep; each list narrows (or widens) the swept values."""
+
+    max_tensor: int | None = Field(None, ge=1, le=MAX_COUNT)
+    micro_batch_sizes: list[Count] | None = Field(None, min_length=1, max_length=64)
+    zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(None, min_length=1)
+    recompute: list[Recompute] | None = Field(None, min_length=1)
+    sequence_parallel: list[bool] | None = Field(None, min_length=1)
+    max_virtual_stages: int = Field(8, ge=1, le=64)
+    drop_infeasible: bool = False
 
 
-class PlanRequest(_In):
+class PlanRequest(PlanConstraints):
     """POST /v1/plans: every valid layout of ``gpus`` GPUs, ranked by iteration time.
 
-    Constraints may be given at the top level or grouped under ``constraints``.
+    The constraints may be given at the top level or grouped under ``constraints`` (not both
+    for the same one).
     """
 
     model_config = ConfigDict(
@@ -262,7 +309,14 @@ class PlanRequest(_In):
                     "gpus": 1536,
                     "top_k": 10,
                     "max_tensor": 8,
-                }
+                },
+                {
+                    "model": {"preset": "gpt3-175b"},
+                    "training": {"global_batch_size": 1536},
+                    "cluster": {"profile": "dgx-a100-nominal", "utilization": 0.5},
+                    "gpus": 1536,
+                    "constraints": {"max_tensor": 8, "zero_stages": [0, 1]},
+                },
             ]
         },
     )
@@ -273,25 +327,24 @@ class PlanRequest(_In):
     fidelity: Fidelity = Fidelity.DETAILED
     gpus: int = Field(gt=0, le=MAX_COUNT)
     top_k: int = Field(10, ge=1, le=10_000)
-    max_tensor: int | None = Field(None, ge=1, le=MAX_COUNT)
-    micro_batch_sizes: list[Count] | None = Field(None, min_length=1, max_length=64)
-    zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(None, min_length=1)
-    recompute: list[Recompute] | None = Field(None, min_length=1)
-    sequence_parallel: list[bool] | None = Field(None, min_length=1)
-    max_virtual_stages: int = Field(8, ge=1, le=64)
-    drop_infeasible: bool = False
+    constraints: PlanConstraints | None = Field(
+        None,
+        description="the constraints grouped; the server moves them to the top level",
+        exclude=True,
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _lift_constraints(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or "constraints" not in data:
+        if not isinstance(data, dict) or data.get("constraints") is None:
             return data
         constraints = data["constraints"]
         if not isinstance(constraints, dict):
             raise ValueError("constraints must be an object")
-        unknown = sorted(set(constraints) - set(PLAN_CONSTRAINTS))
+        known = list(PlanConstraints.model_fields)
+        unknown = sorted(set(constraints) - set(known))
         if unknown:
-            raise ValueError(f"unknown constraints {unknown}; known: {list(PLAN_CONSTRAINTS)}")
+            raise ValueError(f"unknown constraints {unknown}; known: {known}")
         twice = sorted(set(constraints) & set(data))
         if twice:
             raise ValueError(f"{twice} given both at the top level and under constraints")
@@ -314,7 +367,7 @@ class CheckRequest(EstimateRequest):
     )
 
     max_iteration_time_s: float | None = Field(None, gt=0, le=MAX_FLOAT)
-    baseline: str | None = Field(None, pattern=NAME_PATTERN)
+    baseline: Name | None = None
     tolerance: float | None = Field(
         None, ge=0, le=MAX_FLOAT, description="fraction over the baseline allowed (default 0.05)"
     )
@@ -402,7 +455,7 @@ class ProfileCreate(_In):
         },
     )
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: Name
     gpu_model: str = Field(min_length=1, max_length=64)
     gpus_per_node: int = Field(ge=1, le=1024)
     peak_tflops: float | None = Field(None, gt=0, le=MAX_FLOAT)
@@ -415,7 +468,7 @@ class ProfileCreate(_In):
 class ProfileUpdate(_In):
     """PATCH /v1/profiles/{name}: only the fields given change; null clears a nullable one."""
 
-    name: str | None = Field(None, pattern=NAME_PATTERN)
+    name: Name | None = None
     gpu_model: str | None = Field(None, min_length=1, max_length=64)
     gpus_per_node: int | None = Field(None, ge=1, le=1024)
     peak_tflops: float | None = Field(None, gt=0, le=MAX_FLOAT)
@@ -432,7 +485,7 @@ class UploadHints(BaseModel):
     """What the uploader says about a benchmark text that the text may not say itself (the
     query parameters of POST /v1/profiles/{name}/runs); where both say, the text wins."""
 
-    op: str | None = Field(None, description="collective, if the text omits it")
+    op: Op | None = Field(None, description="collective, if the text omits it")
     ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="rank count, if omitted")
     nodes: int | None = Field(None, ge=1, le=MAX_RANKS, description="node count, if omitted")
     backend: str | None = Field(None, max_length=32)
@@ -472,7 +525,32 @@ class _Out(BaseModel):
         from_attributes=True,
         populate_by_name=True,  # a response also reads back from its own JSON
         json_schema_serialization_defaults_required=True,  # every member is always sent
+        allow_inf_nan=False,  # JSON has no Infinity or NaN: see finite_answer
     )
+
+
+@contextmanager
+def finite_answer(inputs: Mapping[str, Any]) -> Iterator[None]:
+    """Build a response inside: a number in it that is not finite (which JSON cannot carry)
+    becomes a ValidationError naming ``inputs``, the request values the answer came from.
+
+    Every response model refuses Infinity and NaN, so this is the one place where an answer
+    the figures cannot give turns into a 422 instead of a 200 carrying an invalid number.
+    """
+    try:
+        yield
+    except PydanticValidationError as exc:
+        errors = exc.errors()
+        if not errors or any(e["type"] != "finite_number" for e in errors):
+            raise
+        first = errors[0]
+        member = next((p for p in reversed(first["loc"]) if isinstance(p, str)), "answer")
+        raise ValidationError(
+            ", ".join(inputs),
+            dict(inputs) if len(inputs) > 1 else next(iter(inputs.values()), None),
+            f"gives a non-finite {member} ({first['input']}), which no answer can carry: "
+            "the figures are outside the range commest computes with",
+        ) from None
 
 
 class RatiosOut(_Out):
@@ -570,7 +648,11 @@ class EstimateResponse(_Out):
     warnings: list[str] = Field(validation_alias=AliasPath("estimate", "warnings"))
 
 
-class TrafficRowOut(_Out):
+@with_config(ConfigDict(extra="forbid", allow_inf_nan=False))
+class TrafficRowOut(TypedDict):
+    """One sparse entry: bytes per iteration from GPU (or node) ``src`` to ``dst``. A typed
+    dict, not a model: a matrix has up to millions of rows, and a dict validates ~4x faster."""
+
     src: int
     dst: int
     bytes: float

@@ -8,12 +8,12 @@ from fastapi import APIRouter, Path, Response
 
 from api.deps import RuntimeDep, Writer
 from api.problems import problem_responses
-from api.schemas import NAME_PATTERN, BaselinePut, BaselineRead, BaselineWritten
+from api.schemas import BaselinePut, BaselineRead, BaselineWritten, Name
 from api.services import baselines as service
 
 router = APIRouter(prefix="/v1/baselines", tags=["baselines"])
 
-Name = Annotated[str, Path(pattern=NAME_PATTERN)]
+BaselineName = Annotated[Name, Path(description="baseline name")]
 
 
 @router.put(
@@ -27,7 +27,7 @@ Name = Annotated[str, Path(pattern=NAME_PATTERN)]
     },
 )
 def put_baseline(
-    name: Name, body: BaselinePut, runtime: RuntimeDep, response: Response
+    name: BaselineName, body: BaselinePut, runtime: RuntimeDep, response: Response
 ) -> BaselineWritten:
     """Create (201) or replace (200) a baseline: the request and its predicted time."""
     with runtime.transaction() as session:
@@ -39,7 +39,7 @@ def put_baseline(
 
 
 @router.get("/{name}", response_model=BaselineRead, responses=problem_responses(404, 422, 503))
-def get_baseline(name: Name, runtime: RuntimeDep) -> BaselineRead:
+def get_baseline(name: BaselineName, runtime: RuntimeDep) -> BaselineRead:
     """A stored baseline."""
     with runtime.transaction() as session:
         return service.get_baseline(session=session, name=name)
@@ -58,7 +58,7 @@ def list_baselines(runtime: RuntimeDep) -> list[BaselineRead]:
     dependencies=[Writer],
     responses=problem_responses(401, 404, 503),
 )
-def delete_baseline(name: Name, runtime: RuntimeDep) -> Response:
+def delete_baseline(name: BaselineName, runtime: RuntimeDep) -> Response:
     """Delete a baseline."""
     with runtime.transaction() as session:
         service.delete_baseline(session=session, name=name)

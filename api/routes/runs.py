@@ -23,6 +23,7 @@ from api.schemas import (
     MAX_RANKS,
     BandwidthResponse,
     CurvesResponse,
+    Op,
     RunsPage,
     TuningTableResponse,
     UploadHints,
@@ -192,8 +193,8 @@ async def upload_runs(
 def list_runs(
     name: str,
     runtime: RuntimeDep,
-    op: str | None = None,
-    backend: str | None = None,
+    op: Op | None = None,
+    backend: Annotated[str | None, Query(max_length=32)] = None,
     points: bool = True,
 ) -> RunsPage:
     """A profile's runs in upload order, with their points unless ``points=false``."""
@@ -209,7 +210,7 @@ def list_runs(
 def bandwidth(
     name: str,
     runtime: RuntimeDep,
-    op: Annotated[str, Query(description="collective, e.g. all_reduce")],
+    op: Annotated[Op, Query(description="collective, e.g. all_reduce")],
     ranks: Annotated[int, Query(ge=1, le=MAX_RANKS)],
     nodes: Annotated[int, Query(ge=1, le=MAX_RANKS)],
     size_bytes: Annotated[
@@ -227,7 +228,7 @@ def bandwidth(
     "/{name}/curves",
     response_model=CurvesResponse,
     responses={
-        200: {"content": {"application/json": {}, "image/png": {}}},
+        200: {"content": {"image/png": {"schema": {"type": "string", "format": "binary"}}}},
         **problem_responses(404, 422, 503),
     },
 )
@@ -235,14 +236,14 @@ def curves(
     name: str,
     runtime: RuntimeDep,
     format: Literal["json", "png"] = "json",
-    op: str | None = None,
+    op: Op | None = None,
     include_nominal: bool = True,
 ) -> CurvesResponse | Response:
     """busbw against message size per run (``format=png``: a log-x plot)."""
     snapshot = runtime.profiles().profile(name)
     body = service.curves(snapshot=snapshot, op=op, include_nominal=include_nominal)
     if format == "png":
-        title = f"profile {name}: bus bandwidth by message size" + (f" ({op})" if op else "")
+        title = f"profile {name}: bus bandwidth by message size" + (f" ({op.value})" if op else "")
         return Response(plots.bandwidth_curves(body.curves, title=title), media_type="image/png")
     return body
 
@@ -255,7 +256,7 @@ def curves(
 def tuning_table(
     name: str,
     runtime: RuntimeDep,
-    op: Annotated[str, Query()],
+    op: Annotated[Op, Query()],
     ranks: Annotated[int, Query(ge=1, le=MAX_RANKS)],
     nodes: Annotated[int | None, Query(ge=1, le=MAX_RANKS)] = None,
 ) -> TuningTableResponse:

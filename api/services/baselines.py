@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 from api import scenario
 from api.caches import Profiles
 from api.schemas import BaselinePut, BaselineRead, BaselineWritten, Members
+from api.services.estimates import estimate_response
 from profiles import repository
 
 
@@ -14,7 +15,9 @@ def put_baseline(
     *, session: Session, name: str, body: BaselinePut, profiles: Profiles
 ) -> tuple[BaselineWritten, bool]:
     """Store a baseline: the request and its predicted (or given) time; (answer, created)."""
-    predicted = scenario.run(request=body.request, profiles=profiles).estimate.iteration_time_s
+    answer = scenario.run(request=body.request, profiles=profiles)
+    estimate_response(answer=answer)  # a prediction that is no answer (not finite) stores nothing
+    predicted = answer.estimate.iteration_time_s
     given = body.iteration_time_s is not None
     held = body.iteration_time_s if body.iteration_time_s is not None else predicted
     stored_request = body.request.model_dump(mode="json", exclude_unset=True)

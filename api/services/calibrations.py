@@ -15,6 +15,7 @@ from api.schemas import (
     ClusterIn,
     EstimateRequest,
     Members,
+    finite_answer,
 )
 from estimator import Scenario, estimate
 from estimator.errors import ValidationError
@@ -92,7 +93,8 @@ def create_calibration(
         apply=body.apply,
     )
     session.flush()
-    return _response(calibration, samples=samples, applied=body.apply, profile=name)
+    with finite_answer({"runs": [s.label for s in samples]}):  # raised: the write rolls back
+        return _response(calibration, samples=samples, applied=body.apply, profile=name)
 
 
 def _response(

@@ -6,7 +6,7 @@ from typing import Literal
 
 from api import scenario
 from api.caches import Profiles, SessionScope
-from api.schemas import BaselineHeld, CheckRequest, CheckResponse, Members
+from api.schemas import BaselineHeld, CheckRequest, CheckResponse, Members, finite_answer
 from api.services.baselines import get_baseline
 from api.services.estimates import estimate_response
 from estimator.errors import ValidationError
@@ -43,13 +43,15 @@ def create_check(
     answer = scenario.run(request=request, profiles=profiles)
     predicted = answer.estimate.iteration_time_s
     margin = limit - predicted
-    return CheckResponse(
-        passed=predicted <= limit,
-        criterion=criterion,
-        predicted_iteration_time_s=predicted,
-        limit_s=limit,
-        margin_s=margin,
-        margin_pct=100.0 * margin / limit,
-        baseline=baseline,
-        estimate=estimate_response(answer=answer),
-    )
+    estimate = estimate_response(answer=answer)
+    with finite_answer(scenario.figures(answer.cluster.spec)):
+        return CheckResponse(
+            passed=predicted <= limit,
+            criterion=criterion,
+            predicted_iteration_time_s=predicted,
+            limit_s=limit,
+            margin_s=margin,
+            margin_pct=100.0 * margin / limit,
+            baseline=baseline,
+            estimate=estimate,
+        )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from api import scenario
 from api.caches import Profiles
-from api.schemas import EstimateRequest, EstimateResponse
+from api.schemas import EstimateRequest, EstimateResponse, finite_answer
 
 
 def estimate_response(*, answer: scenario.Answer) -> EstimateResponse:
-    """The response of an estimate (ValidationError when its time is not finite)."""
-    scenario.require_finite(answer.estimate.iteration_time_s, "iteration_time_s")
-    return EstimateResponse.model_validate(answer)
+    """The response of an estimate (ValidationError when a figure of it is not finite)."""
+    with finite_answer(scenario.figures(answer.cluster.spec)):
+        return EstimateResponse.model_validate(answer)
 
 
 def create_estimate(*, request: EstimateRequest, profiles: Profiles) -> EstimateResponse:

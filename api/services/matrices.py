@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 
 from api.caches import Profiles
-from api.scenario import prepare
-from api.schemas import TrafficMatrixRequest, TrafficMatrixResponse
+from api.scenario import figures, prepare
+from api.schemas import TrafficMatrixRequest, TrafficMatrixResponse, finite_answer
 from estimator import Algorithm, Estimate, SparseTraffic, estimate, estimate_traffic
 from estimator.bandwidth import FloatArray
 from estimator.errors import LimitError
@@ -31,24 +31,21 @@ class TrafficAnswer:
     algorithm: Algorithm
     result: Estimate
 
-    def entries(self, start: int = 0, stop: int | None = None) -> Iterator[TrafficEntry]:
+    def entries(
+        self, start: int = 0, stop: int | None = None
+    ) -> Iterator[tuple[int, int, float, str]]:
         """The sparse entries ``[start, stop)`` as (src, dst, bytes, kind) rows."""
         t = self.traffic
         names = [k.value for k in t.kinds]
         window = slice(start, stop)
-        for s, d, b, k in zip(
-            t.src[window].tolist(),
-            t.dst[window].tolist(),
-            t.bytes[window].tolist(),
-            t.kind[window].tolist(),
-            strict=True,
-        ):
-            yield TrafficEntry(s, d, b, names[k])
+        kinds = [names[k] for k in t.kind[window].tolist()]
+        src, dst, size = t.src[window].tolist(), t.dst[window].tolist(), t.bytes[window].tolist()
+        return zip(src, dst, size, kinds, strict=True)
 
     @property
-    def rows(self) -> list[TrafficEntry]:
-        """Every entry."""
-        return list(self.entries())
+    def rows(self) -> list[dict[str, Any]]:
+        """Every entry as the members of a JSON row."""
+        return [{"src": s, "dst": d, "bytes": b, "kind": k} for s, d, b, k in self.entries()]
 
     @property
     def totals(self) -> dict[str, Any]:
@@ -56,13 +53,6 @@ class TrafficAnswer:
         t = self.traffic
         by_kind = {k.value: v for k, v in t.kind_totals().items() if v}
         return {"bytes": t.total_bytes, "by_kind": by_kind, "entries": len(t)}
-
-
-class TrafficEntry(NamedTuple):
-    src: int
-    dst: int
-    bytes: float
-    kind: str
 
 
 def create_traffic_matrix(
@@ -108,7 +98,8 @@ def create_traffic_matrix(
 
 def traffic_response(*, answer: TrafficAnswer) -> TrafficMatrixResponse:
     """Sparse rows and totals of a traffic matrix (``format: json``)."""
-    return TrafficMatrixResponse.model_validate(answer)
+    with finite_answer(figures(answer.result.scenario.cluster)):
+        return TrafficMatrixResponse.model_validate(answer)
 
 
 def binned_matrix(*, traffic: SparseTraffic, max_cells: int = 512) -> tuple[FloatArray, int]:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from api.caches import Profiles
-from api.scenario import cluster_spec, model_spec, require_finite
-from api.schemas import ClusterOut, PlanEntryOut, PlanLayoutOut, PlanRequest, PlanResponse
+from api.scenario import cluster_spec, figures, model_spec
+from api.schemas import (
+    ClusterOut,
+    PlanEntryOut,
+    PlanLayoutOut,
+    PlanRequest,
+    PlanResponse,
+    finite_answer,
+)
 from estimator import TERMS, Recompute, TrainingSpec, plan
 from estimator.errors import ValidationError
 
@@ -69,20 +75,20 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
     model = model_spec(model=request.model)
     options, training = _sweep_options(request)
     cluster = cluster_spec(cluster=request.cluster, precision=training.precision, profiles=profiles)
-    found = plan(
-        model,
-        training,
-        cluster.spec,
-        request.gpus,
-        fidelity=request.fidelity,
-        drop_infeasible=request.drop_infeasible,
-        max_layouts=max_layouts,
-        **options,
-    )
+    # extreme figures overflow to inf, which the answer refuses below (finite_answer)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        found = plan(
+            model,
+            training,
+            cluster.spec,
+            request.gpus,
+            fidelity=request.fidelity,
+            drop_infeasible=request.drop_infeasible,
+            max_layouts=max_layouts,
+            **options,
+        )
     res = found.result
     top = found.order[: request.top_k]
-    if len(top) and not np.isfinite(res.iteration_s[top]).all():
-        require_finite(math.inf, "iteration_time_s")
     cols = {name: res.layouts.columns[name][top] for name in ("p", "t", "d", "b", "v")}
     flags = {name: res.layouts.columns[name][top] for name in ("sp", "zero", "recompute")}
     iteration = res.iteration_s[top]
@@ -92,28 +98,29 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
     known_capacity = cluster.spec.gpu_memory_bytes is not None
     gb = training.global_batch_size
     entries: list[PlanEntryOut] = []
-    for i in range(len(top)):
-        b, d = int(cols["b"][i]), int(cols["d"][i])
-        entries.append(
-            PlanEntryOut(
-                rank=i + 1,
-                layout=PlanLayoutOut(
-                    pipeline=int(cols["p"][i]),
-                    tensor=int(cols["t"][i]),
-                    data=d,
-                    virtual_stages=int(cols["v"][i]),
-                    sequence_parallel=bool(flags["sp"][i]),
-                    zero_stage=int(flags["zero"][i]),
-                    micro_batch_size=b,
-                    recompute=_RECOMPUTE_BY_CODE[int(flags["recompute"][i])],
-                ),
-                iteration_time_s=float(iteration[i]),
-                breakdown_s={name: float(terms[name][i]) for name in TERMS},
-                micro_batches=gb // (b * d),
-                memory_bytes=float(memory[i]),
-                fits=bool(fits[i]) if known_capacity else None,
+    with finite_answer(figures(cluster.spec)):
+        for i in range(len(top)):
+            b, d = int(cols["b"][i]), int(cols["d"][i])
+            entries.append(
+                PlanEntryOut(
+                    rank=i + 1,
+                    layout=PlanLayoutOut(
+                        pipeline=int(cols["p"][i]),
+                        tensor=int(cols["t"][i]),
+                        data=d,
+                        virtual_stages=int(cols["v"][i]),
+                        sequence_parallel=bool(flags["sp"][i]),
+                        zero_stage=int(flags["zero"][i]),
+                        micro_batch_size=b,
+                        recompute=_RECOMPUTE_BY_CODE[int(flags["recompute"][i])],
+                    ),
+                    iteration_time_s=float(iteration[i]),
+                    breakdown_s={name: float(terms[name][i]) for name in TERMS},
+                    micro_batches=gb // (b * d),
+                    memory_bytes=float(memory[i]),
+                    fits=bool(fits[i]) if known_capacity else None,
+                )
             )
-        )
     warnings: list[str] = []
     if not known_capacity:
         warnings.append(

@@ -19,8 +19,9 @@ from api.schemas import (
     TuningTableResponse,
     UploadHints,
     UploadResponse,
+    finite_answer,
 )
-from estimator.bandwidth import TrafficKind, bus_factor, parse_collective
+from estimator.bandwidth import Collective, TrafficKind, bus_factor
 from estimator.errors import ValidationError
 from profiles import repository
 
@@ -47,54 +48,54 @@ def upload_runs(
 
 
 def bandwidth(
-    *, snapshot: ProfileSnapshot, op: str, ranks: int, nodes: int, size_bytes: float
+    *, snapshot: ProfileSnapshot, op: Collective, ranks: int, nodes: int, size_bytes: float
 ) -> BandwidthResponse:
     """GET /v1/profiles/{name}/bandwidth: one effective-bandwidth answer with provenance."""
-    collective = parse_collective(op)
     if ranks < 1:
         raise ValidationError("ranks", ranks, "must be >= 1")
     if not 1 <= nodes <= ranks:
         raise ValidationError("nodes", nodes, f"must be in 1..ranks ({ranks})")
     if not (math.isfinite(size_bytes) and size_bytes > 0):
         raise ValidationError("bytes", size_bytes, "must be a finite number > 0")
-    answer = snapshot.bandwidth.explain(TrafficKind.DP, collective, ranks, nodes, size_bytes)
-    factor = float(bus_factor(collective, float(ranks)))
+    answer = snapshot.bandwidth.explain(TrafficKind.DP, op, ranks, nodes, size_bytes)
+    factor = float(bus_factor(op, float(ranks)))  # 0 for a reduction over one rank
     algbw = answer.busbw_gbps / factor if factor else math.inf
     time_us = size_bytes / (algbw * 1e3) if factor else 0.0
-    return BandwidthResponse(
-        profile=snapshot.name,
-        op=collective,
-        ranks=ranks,
-        nodes=nodes,
-        bytes=size_bytes,
-        busbw_gbps=answer.busbw_gbps,
-        algbw_gbps=algbw,
-        time_us=time_us,
-        method=answer.method,
-        source=answer.source,
-    )
+    with finite_answer({"op": op.value, "ranks": ranks, "nodes": nodes, "bytes": size_bytes}):
+        return BandwidthResponse(
+            profile=snapshot.name,
+            op=op,
+            ranks=ranks,
+            nodes=nodes,
+            bytes=size_bytes,
+            busbw_gbps=answer.busbw_gbps,
+            algbw_gbps=algbw,
+            time_us=time_us,
+            method=answer.method,
+            source=answer.source,
+        )
 
 
-def curves(*, snapshot: ProfileSnapshot, op: str | None, include_nominal: bool) -> CurvesResponse:
+def curves(
+    *, snapshot: ProfileSnapshot, op: Collective | None, include_nominal: bool
+) -> CurvesResponse:
     """GET /v1/profiles/{name}/curves: busbw against message size per stored (or nominal) run."""
     curves = snapshot.bandwidth.provider.curves(include_nominal=include_nominal)
     if op is not None:
-        wanted = parse_collective(op).value
-        curves = [c for c in curves if c.op == wanted]
+        curves = [c for c in curves if c.op == op.value]
     return CurvesResponse(
         profile=snapshot.name, curves=[CurveOut.model_validate(c) for c in curves]
     )
 
 
 def tuning_table(
-    *, snapshot: ProfileSnapshot, op: str, ranks: int, nodes: int | None
+    *, snapshot: ProfileSnapshot, op: Collective, ranks: int, nodes: int | None
 ) -> TuningTableResponse:
     """GET /v1/profiles/{name}/tuning-table."""
-    collective = parse_collective(op)
-    rows = snapshot.bandwidth.provider.tuning_table(op=collective, ranks=ranks, nodes=nodes)
+    rows = snapshot.bandwidth.provider.tuning_table(op=op, ranks=ranks, nodes=nodes)
     return TuningTableResponse(
         profile=snapshot.name,
-        op=collective,
+        op=op,
         ranks=ranks,
         nodes=nodes,
         rows=[TuningRowOut.model_validate(r) for r in rows],
@@ -102,7 +103,7 @@ def tuning_table(
 
 
 def list_runs(
-    *, session: Session, name: str, op: str | None, backend: str | None, points: bool
+    *, session: Session, name: str, op: Collective | None, backend: str | None, points: bool
 ) -> RunsPage:
     """A profile's runs in upload order, with their points unless ``points`` is false."""
     runs = repository.list_runs(

@@ -226,6 +226,34 @@ def test_bandwidth_answers_with_method_and_source(lab: TestClient) -> None:
     assert between["method"] == "interpolated"
 
 
+@pytest.fixture
+def measured(lab: TestClient) -> TestClient:
+    """Profile ``lab`` with one all_reduce run (8 ranks, 1 node) uploaded."""
+    text = fixture_text("nccl_all_reduce_8gpu.txt")
+    assert lab.post("/v1/profiles/lab/runs", content=text, headers=TEXT_HEADERS).is_success
+    return lab
+
+
+def test_op_takes_the_common_spellings_and_refuses_others_naming_the_choices(
+    measured: TestClient,
+) -> None:
+    lab = measured
+    params = {"ranks": 8, "nodes": 1, "bytes": 1 << 20}
+    for spelling in ("all_reduce", "allreduce", "All-Reduce"):
+        response = lab.get("/v1/profiles/lab/bandwidth", params={**params, "op": spelling})
+        assert response.status_code == 200 and response.json()["op"] == "all_reduce", spelling
+    assert len(lab.get("/v1/profiles/lab/runs", params={"op": "allreduce"}).json()["runs"]) == 1
+    bad = lab.get("/v1/profiles/lab/tuning-table", params={"op": "teleport", "ranks": 8})
+    assert "all_gather" in assert_problem(bad, 422, field="op")["rule"]
+
+
+def test_bandwidth_of_a_reduction_over_one_rank_is_422_not_a_null(measured: TestClient) -> None:
+    params = {"op": "all_reduce", "ranks": 1, "nodes": 1, "bytes": 1 << 20}
+    response = measured.get("/v1/profiles/lab/bandwidth", params=params)
+    body = assert_problem(response, 422, field="op, ranks, nodes, bytes")
+    assert body["value"]["ranks"] == 1 and "algbw_gbps" in body["rule"]
+
+
 def test_bandwidth_without_a_usable_run_is_404(lab: TestClient) -> None:
     params = {"op": "alltoall", "ranks": 16, "nodes": 2, "bytes": 1 << 20}
     body = assert_problem(lab.get("/v1/profiles/lab/bandwidth", params=params), 404)
