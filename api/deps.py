@@ -27,7 +27,7 @@ from api.tokens import load_or_create_token
 from api.tokens import token_path as token_path  # re-exported: its old home
 from estimator.errors import AuthError, UnavailableError
 from profiles.db import make_engine, ping, session_factory, upgrade_database
-from profiles.nominal import ensure_nominal_profiles
+from profiles.repository import ensure_nominal_profiles
 
 log = logging.getLogger("api")
 
