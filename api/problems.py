@@ -1,4 +1,4 @@
-"""The one place where errors become RFC 9457 problem details (``application/problem+json``).
+"""Errors as RFC 9457 problem-details answers (``application/problem+json``) of the app.
 
 Every domain error (``estimator.errors``) keeps its ``status`` and ``title``; this module adds
 ``type`` (a URN per error class), ``detail`` (the error's message), ``instance`` (the request
@@ -7,15 +7,15 @@ errors of pydantic become 422 problems with one entry per failing field in ``err
 database outages become 503; unknown routes and methods keep their HTTP status (a 405
 lists in ``Allow`` every method the path answers). A response model that refuses a number
 that is not finite, outside ``api.schemas.finite_answer``, is still a 422, never a 500.
+What each error becomes is decided once, in ``api.problem_details`` (the command line answers
+in process with the same bodies); this module sends them and adds the HTTP-only cases.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import math
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from http import HTTPStatus
 from typing import Any, TypeVar
@@ -24,163 +24,37 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError as PydanticValidationError
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from estimator.errors import (
-    AuthError,
-    CommestError,
-    ConflictError,
-    UnavailableError,
-    ValidationError,
-)
-
-log = logging.getLogger("api")
+from api.problem_details import ProblemDetails, problem, problem_of, request_problem
+from estimator.errors import CommestError
 
 PROBLEM_JSON = "application/problem+json"
-TYPE_PREFIX = "urn:commest:problem:"
-_VALUE_CHARS = 200
-
-#: error class -> the last part of its problem ``type`` URN
-_SLUGS: dict[type[CommestError], str] = {}
 
 
-def problem_type(error: type[CommestError] | None, status: int) -> str:
-    """The ``type`` URN of a problem: per domain error class, else per HTTP status."""
-    if error is not None and error is not CommestError:
-        slug = _SLUGS.get(error)
-        if slug is None:
-            name = error.__name__.removesuffix("Error") or error.__name__
-            slug = "".join(f"-{c.lower()}" if c.isupper() else c for c in name).lstrip("-")
-            _SLUGS[error] = slug
-        return TYPE_PREFIX + slug
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        return "about:blank"
-    return TYPE_PREFIX + phrase.lower().replace(" ", "-").replace("'", "")
-
-
-def safe_value(value: Any) -> Any:
-    """A JSON-safe, bounded rendering of an offending value."""
-    if value is None or isinstance(value, bool | int | str):
-        if isinstance(value, str) and len(value) > _VALUE_CHARS:
-            return value[:_VALUE_CHARS] + "…"
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if isinstance(value, Mapping | Sequence) and not isinstance(value, bytes | bytearray):
-        text = repr(value)
-        if len(text) <= _VALUE_CHARS:
-            try:
-                json.dumps(value, allow_nan=False)
-                return value
-            except (TypeError, ValueError):
-                return text
-        return text[:_VALUE_CHARS] + "…"
-    if isinstance(value, bytes | bytearray):
-        return f"<{len(value)} bytes>"
-    text = repr(value)
-    return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS] + "…"
-
-
-def problem_response(
-    request: Request,
-    *,
-    status: int,
-    title: str,
-    detail: str,
-    type_: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    **extra: Any,
-) -> JSONResponse:
-    """A problem-details response; ``extra`` members are added when not None."""
-    body: dict[str, Any] = {
-        "type": type_ or problem_type(None, status),
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "instance": request.url.path,
-    }
-    body.update({k: v for k, v in extra.items() if v is not None})
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
-
-
-def _error_members(exc: CommestError) -> dict[str, Any]:
-    members: dict[str, Any] = {}
-    if isinstance(exc, ValidationError):
-        members.update(field=exc.field, value=safe_value(exc.value), rule=exc.rule)
-    for key, value in exc.context.items():
-        if key in ("field", "value", "rule") or key in members:
-            continue
-        if key == "lines":
-            members["lines"] = [{"line": n, "text": t} for n, t in value]
-        else:
-            members[key] = safe_value(value)
-    return members
-
-
-def commest_problem(request: Request, exc: CommestError) -> JSONResponse:
-    """The problem-details response of a domain error."""
-    headers: dict[str, str] | None = None
-    if isinstance(exc, AuthError):
-        headers = {"WWW-Authenticate": exc.context.get("challenge", "Bearer")}
-    if isinstance(exc, UnavailableError):
-        headers = {"Retry-After": "5"}
-    members = _error_members(exc)
-    members.pop("challenge", None)
-    return problem_response(
-        request,
-        status=exc.status,
-        title=exc.title,
-        detail=exc.message,
-        type_=problem_type(type(exc), exc.status),
-        headers=headers,
-        **members,
+def send(request: Request, problem: ProblemDetails) -> JSONResponse:
+    """The problem as the answer to ``request`` (its path as ``instance``)."""
+    body = {**problem.body, "instance": request.url.path}
+    return JSONResponse(
+        body,
+        status_code=problem.status,
+        media_type=PROBLEM_JSON,
+        headers=problem.headers or None,
     )
 
 
-def _loc_field(loc: Sequence[int | str]) -> tuple[str, str]:
-    """(where, dotted field) from a pydantic error location such as ('body', 'model', 'x')."""
-    where = str(loc[0]) if loc else "body"
-    parts = list(loc[1:]) if where in ("body", "query", "path", "header", "cookie") else list(loc)
-    field = ""
-    for part in parts:
-        if isinstance(part, int):
-            field += f"[{part}]"
-        else:
-            field += ("." if field else "") + str(part)
-    return where, field or where
+def _where(request: Request) -> str:
+    return f"{request.method} {request.url.path}"
+
+
+def _exception_problem(request: Request, exc: Exception) -> JSONResponse:
+    return send(request, problem_of(exc, _where(request)))
 
 
 def _request_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = []
-    for err in exc.errors():
-        where, field = _loc_field(err.get("loc", ()))
-        rule = str(err.get("msg", "invalid"))
-        errors.append(
-            {
-                "in": where,
-                "field": field,
-                "value": None if err.get("type") == "missing" else safe_value(err.get("input")),
-                "rule": rule,
-                "code": err.get("type"),
-            }
-        )
-    first = errors[0] if errors else {"field": None, "value": None, "rule": "invalid"}
-    detail = "; ".join(f"{e['field']}: {e['rule']}" for e in errors) or "invalid request"
-    return problem_response(
-        request,
-        status=422,
-        title=ValidationError.title,
-        detail=detail,
-        type_=problem_type(ValidationError, 422),
-        field=first["field"],
-        value=first["value"],
-        rule=first["rule"],
-        errors=errors,
-    )
+    return send(request, request_problem(exc.errors()))
 
 
 _OPERATIONS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -224,63 +98,8 @@ def _http_problem(request: Request, exc: StarletteHTTPException) -> JSONResponse
         allowed = allowed_methods(request) or sorted(given)
         headers["Allow"] = ", ".join(allowed)
         detail = f"{request.method} {request.url.path} is not served; it answers {headers['Allow']}"
-    return problem_response(
-        request,
-        status=exc.status_code,
-        title=title,
-        detail=detail,
-        headers=headers or None,
-    )
-
-
-def _non_finite_answer(request: Request, exc: PydanticValidationError) -> JSONResponse:
-    """A response model refused a number that is not finite, outside ``finite_answer``; any
-    other failure to build a response is an internal error."""
-    errors = exc.errors()
-    if not errors or any(e["type"] != "finite_number" for e in errors):
-        return _internal_problem(request, exc)
-    member = next((p for p in reversed(errors[0]["loc"]) if isinstance(p, str)), "answer")
-    return problem_response(
-        request,
-        status=422,
-        title=ValidationError.title,
-        detail=f"the request gives a non-finite {member}, which no answer can carry: its "
-        "figures are outside the range commest computes with",
-        type_=problem_type(ValidationError, 422),
-    )
-
-
-def _database_problem(request: Request, exc: DBAPIError) -> JSONResponse:
-    if isinstance(exc, IntegrityError):
-        return commest_problem(request, ConflictError("the write conflicts with stored data"))
-    log.warning("database error on %s %s: %s", request.method, request.url.path, exc)
-    return commest_problem(
-        request, UnavailableError(f"the database is not reachable ({type(exc).__name__})")
-    )
-
-
-def _pool_timeout_problem(request: Request, exc: PoolTimeoutError) -> JSONResponse:
-    return commest_problem(request, UnavailableError("the database connection pool is exhausted"))
-
-
-def _numeric_problem(request: Request, exc: ArithmeticError) -> JSONResponse:
-    log.warning("numeric error on %s %s: %r", request.method, request.url.path, exc)
-    return problem_response(
-        request,
-        status=422,
-        title=ValidationError.title,
-        detail=f"a value is outside the range commest computes with ({exc})",
-        type_=problem_type(ValidationError, 422),
-    )
-
-
-def _internal_problem(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return problem_response(
-        request,
-        status=500,
-        title="Internal error",
-        detail="an unexpected error occurred; it has been logged",
+    return send(
+        request, problem(status=exc.status_code, title=title, detail=detail, headers=headers)
     )
 
 
@@ -302,15 +121,23 @@ def _handler(
 def install(app: FastAPI) -> None:
     """Register every problem-details handler on ``app``."""
     handlers: list[tuple[type[Exception], Callable[..., Awaitable[JSONResponse]]]] = [
-        (CommestError, _handler(CommestError, commest_problem)),
         (RequestValidationError, _handler(RequestValidationError, _request_validation)),
         (StarletteHTTPException, _handler(StarletteHTTPException, _http_problem)),
-        (DBAPIError, _handler(DBAPIError, _database_problem)),
-        (OperationalError, _handler(DBAPIError, _database_problem)),
-        (PoolTimeoutError, _handler(PoolTimeoutError, _pool_timeout_problem)),
-        (ArithmeticError, _handler(ArithmeticError, _numeric_problem)),  # extreme input
-        (PydanticValidationError, _handler(PydanticValidationError, _non_finite_answer)),
-        (Exception, _handler(Exception, _internal_problem)),
+    ]
+    # Everything else a request may end with: one mapping (api.problem_details). Each kind is
+    # registered by name so Starlette answers it as an exception it handles; only the last,
+    # Exception, is a server error (logged, and re-raised for the server to see).
+    handlers += [
+        (kind, _handler(kind, _exception_problem))
+        for kind in (
+            CommestError,
+            DBAPIError,
+            OperationalError,
+            PoolTimeoutError,
+            ArithmeticError,  # extreme input
+            PydanticValidationError,
+            Exception,
+        )
     ]
     for kind, handle in handlers:
         app.add_exception_handler(kind, handle)
