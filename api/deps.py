@@ -8,7 +8,6 @@ the database was down at start. Typed aliases are declared once here.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import threading
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.caches import ProfileSource, ProviderCache, SnapshotCache
 from api.settings import Settings
-from api.tokens import load_or_create_token
+from api.tokens import authorize, load_or_create_token
 from api.tokens import token_path as token_path  # re-exported: its old home
 from estimator.errors import AuthError, UnavailableError
 from profiles.db import make_engine, ping, session_factory, upgrade_database
@@ -157,16 +156,12 @@ async def require_token(
 ) -> None:
     """Writes need ``Authorization: Bearer <token>`` (compared in constant time)."""
     header = request.headers.get("authorization")
-    if header is None:
-        raise AuthError("this write needs an Authorization: Bearer <token> header")
-    if credentials is None or not credentials.credentials.strip():
+    if header is not None and (credentials is None or not credentials.credentials.strip()):
         raise AuthError(
             "malformed Authorization header; expected 'Bearer <token>'",
             challenge='Bearer error="invalid_request"',
         )
-    given = credentials.credentials.strip().encode("utf-8")
-    if not hmac.compare_digest(given, runtime.token()):
-        raise AuthError("the bearer token is not valid", challenge='Bearer error="invalid_token"')
+    authorize(None if credentials is None else credentials.credentials, runtime.token())
 
 
 Writer = Depends(require_token)

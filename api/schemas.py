@@ -492,6 +492,18 @@ class UploadHints(BaseModel):
     dtype: str | None = Field(None, max_length=16)
 
 
+class BandwidthQuery(BaseModel):
+    """The query parameters of GET /v1/profiles/{name}/bandwidth: a collective at a scale and
+    message size."""
+
+    op: Op = Field(description="collective, e.g. all_reduce")
+    ranks: int = Field(ge=1, le=MAX_RANKS)
+    nodes: int = Field(ge=1, le=MAX_RANKS)
+    size_bytes: float = Field(
+        alias="bytes", gt=0, le=1e15, allow_inf_nan=False, description="message size"
+    )
+
+
 # --- responses --------------------------------------------------------------------------------
 #
 # Built from domain objects (``Model.model_validate(obj)``, ``from_attributes``): an attribute

@@ -6,12 +6,14 @@ authenticate its writes, to a local server or in process. No web framework in he
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import secrets
 from pathlib import Path
 
 from api.settings import Settings
+from estimator.errors import AuthError
 
 log = logging.getLogger("api")
 
@@ -66,3 +68,12 @@ def load_or_create_token(settings: Settings) -> str:
         handle.write(token + "\n")
     log.warning("generated an API token for writes; it is in %s (mode 0600)", path)
     return token
+
+
+def authorize(given: str | None, expected: bytes) -> None:
+    """A write needs the token: AuthError when none is given or it is not ``expected``
+    (compared in constant time)."""
+    if given is None:
+        raise AuthError("this write needs an Authorization: Bearer <token> header")
+    if not hmac.compare_digest(given.strip().encode("utf-8"), expected):
+        raise AuthError("the bearer token is not valid", challenge='Bearer error="invalid_token"')

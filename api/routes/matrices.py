@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response, StreamingResponse
 
-from api import plots
 from api.deps import RuntimeDep
 from api.problems import problem_responses
 from api.schemas import TrafficMatrixRequest, TrafficMatrixResponse
@@ -46,13 +45,6 @@ def create_traffic_matrix(
             headers={"Content-Disposition": 'attachment; filename="traffic.csv"'},
         )
     if body.format == "png":
-        # the caps were checked before the matrix was made; bin it to what a picture shows
-        dense, block = service.binned_matrix(traffic=answer.traffic)
-        lay = body.layout
-        title = (
-            f"bytes per iteration, {answer.level} level: p={lay.pipeline} t={lay.tensor} "
-            f"d={lay.data}, {answer.gpus} GPUs, {answer.algorithm.value}"
-        )
-        png = plots.traffic_heatmap(dense, level=answer.level, title=title, block=block)
+        png = service.traffic_png(answer=answer, layout=body.layout)
         return Response(png, media_type="image/png")
     return service.traffic_response(answer=answer)

@@ -40,7 +40,7 @@ def create_profile(body: ProfileCreate, runtime: RuntimeDep, response: Response)
 def list_profiles(
     runtime: RuntimeDep,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=1000)] = service.PAGE_SIZE,
 ) -> ProfilesPage:
     """Profiles by name, one page at a time."""
     with runtime.transaction() as session:

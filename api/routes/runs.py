@@ -21,6 +21,7 @@ from api.deps import Runtime, RuntimeDep, Writer
 from api.problems import problem_responses
 from api.schemas import (
     MAX_RANKS,
+    BandwidthQuery,
     BandwidthResponse,
     CurvesResponse,
     Op,
@@ -87,15 +88,6 @@ async def _capped_body(request: Request, max_bytes: int) -> bytes:
     return bytes(buffer)
 
 
-def _decode(data: bytes, where: str) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(
-            where, f"<{len(data)} bytes>", f"must be UTF-8 text (byte {exc.start} is not)"
-        ) from None
-
-
 def _multipart_problem(message: str, max_files: int) -> LimitError | ValidationError:
     """The problem of a multipart body Starlette's parser refused (``message`` is its)."""
     if message.startswith("Too many files"):
@@ -133,7 +125,7 @@ async def _multipart_texts(request: Request, max_files: int) -> list[str]:
         for key, value in files:
             assert isinstance(value, UploadFile)
             name = value.filename or key
-            texts.append(_decode(await value.read(), f"files[{name}]"))
+            texts.append(service.decode_upload(await value.read(), f"files[{name}]"))
         return texts
     finally:
         await form.close()
@@ -148,7 +140,7 @@ async def read_upload(request: Request, *, max_bytes: int, max_files: int) -> li
     _declared_length(request, max_bytes)
     media, params = parse_options_header(request.headers.get("content-type", ""))
     if media != b"multipart/form-data":
-        return [_decode(await _capped_body(request, max_bytes), "body")]
+        return [service.decode_upload(await _capped_body(request, max_bytes), "body")]
     if not params.get(b"boundary"):
         raise ValidationError("Content-Type", media.decode(), "multipart needs a boundary")
     return await _multipart_texts(request, max_files)
@@ -208,19 +200,16 @@ def list_runs(
     responses=problem_responses(404, 422, 503),
 )
 def bandwidth(
-    name: str,
-    runtime: RuntimeDep,
-    op: Annotated[Op, Query(description="collective, e.g. all_reduce")],
-    ranks: Annotated[int, Query(ge=1, le=MAX_RANKS)],
-    nodes: Annotated[int, Query(ge=1, le=MAX_RANKS)],
-    size_bytes: Annotated[
-        float, Query(alias="bytes", gt=0, le=1e15, allow_inf_nan=False, description="message size")
-    ],
+    name: str, runtime: RuntimeDep, query: Annotated[BandwidthQuery, Query()]
 ) -> BandwidthResponse:
     """Effective bus bandwidth of a collective at a scale and size, and how it was obtained."""
     snapshot = runtime.profiles().profile(name)
     return service.bandwidth(
-        snapshot=snapshot, op=op, ranks=ranks, nodes=nodes, size_bytes=size_bytes
+        snapshot=snapshot,
+        op=query.op,
+        ranks=query.ranks,
+        nodes=query.nodes,
+        size_bytes=query.size_bytes,
     )
 
 

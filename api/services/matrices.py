@@ -14,7 +14,7 @@ import numpy as np
 
 from api.caches import Profiles
 from api.scenario import figures, prepare
-from api.schemas import TrafficMatrixRequest, TrafficMatrixResponse, finite_answer
+from api.schemas import LayoutIn, TrafficMatrixRequest, TrafficMatrixResponse, finite_answer
 from estimator import Algorithm, Estimate, SparseTraffic, estimate, estimate_traffic
 from estimator.bandwidth import FloatArray
 from estimator.errors import LimitError
@@ -114,6 +114,19 @@ def binned_matrix(*, traffic: SparseTraffic, max_cells: int = 512) -> tuple[Floa
         minlength=cells * cells,
     )
     return flat.astype(np.float64, copy=False).reshape(cells, cells), k
+
+
+def traffic_png(*, answer: TrafficAnswer, layout: LayoutIn) -> bytes:
+    """The heatmap of a traffic matrix, binned to what a picture shows (matplotlib is loaded
+    here, only to draw; the caps were checked before the matrix was made)."""
+    from api import plots
+
+    dense, block = binned_matrix(traffic=answer.traffic)
+    title = (
+        f"bytes per iteration, {answer.level} level: p={layout.pipeline} t={layout.tensor} "
+        f"d={layout.data}, {answer.gpus} GPUs, {answer.algorithm.value}"
+    )
+    return plots.traffic_heatmap(dense, level=answer.level, title=title, block=block)
 
 
 def traffic_csv_lines(*, answer: TrafficAnswer) -> Iterator[str]:

@@ -32,7 +32,10 @@ def create_profile(*, session: Session, body: ProfileCreate) -> ProfileRead:
     return ProfileRead.model_validate(profile)
 
 
-def list_profiles(*, session: Session, offset: int, limit: int) -> ProfilesPage:
+PAGE_SIZE = 100  # GET /v1/profiles without ?limit=
+
+
+def list_profiles(*, session: Session, offset: int = 0, limit: int = PAGE_SIZE) -> ProfilesPage:
     """Profiles by name, one page at a time, and how many there are."""
     rows = repository.list_profiles(session=session, offset=offset, limit=limit)
     total = repository.count_profiles(session=session)

@@ -26,6 +26,16 @@ from estimator.errors import ValidationError
 from profiles import repository
 
 
+def decode_upload(data: bytes, where: str) -> str:
+    """The text of uploaded bytes (UTF-8, a BOM dropped); ValidationError naming ``where``."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            where, f"<{len(data)} bytes>", f"must be UTF-8 text (byte {exc.start} is not)"
+        ) from None
+
+
 def upload_runs(
     *, session: Session, name: str, texts: list[str], hints: UploadHints
 ) -> tuple[UploadResponse, bool]:
