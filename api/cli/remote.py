@@ -5,10 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
-from api.cli.transport import NO_TOKEN_HINT, REMOTE_TIMEOUT_S, Client, Problem, Unreachable
+from api.cli.client import NO_TOKEN_HINT, REMOTE_TIMEOUT_S, Client, Problem, Unreachable
+
+
+def segment(name: str) -> str:
+    """``name`` as one path segment, percent-encoded; ``.`` and ``..`` too, so that the URL is
+    not normalised away from it and the server itself answers for the name."""
+    quoted = quote(name, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 class HttpClient(Client):
@@ -78,7 +86,7 @@ class HttpClient(Client):
         return self.send("POST", "/v1/traffic-matrices", json_body=body).content
 
     def bandwidth(self, profile: str, params: Mapping[str, Any]) -> Any:
-        return self.json("GET", f"/v1/profiles/{profile}/bandwidth", params=params)
+        return self.json("GET", f"/v1/profiles/{segment(profile)}/bandwidth", params=params)
 
     def create_profile(self, body: Mapping[str, Any]) -> Any:
         return self.json("POST", "/v1/profiles", json_body=body)
@@ -87,22 +95,22 @@ class HttpClient(Client):
         return self.json("GET", "/v1/profiles")
 
     def get_profile(self, name: str) -> Any:
-        return self.json("GET", f"/v1/profiles/{name}")
+        return self.json("GET", f"/v1/profiles/{segment(name)}")
 
     def delete_profile(self, name: str) -> None:
-        self.send("DELETE", f"/v1/profiles/{name}")
+        self.send("DELETE", f"/v1/profiles/{segment(name)}")
 
     def upload_runs(
         self, profile: str, filename: str, content: bytes, hints: Mapping[str, str]
     ) -> Any:
         files = {"files": (filename, content, "text/plain")}
-        return self.json("POST", f"/v1/profiles/{profile}/runs", files=files, params=hints)
+        return self.json("POST", f"/v1/profiles/{segment(profile)}/runs", files=files, params=hints)
 
     def calibrate(self, profile: str, body: Mapping[str, Any]) -> Any:
-        return self.json("POST", f"/v1/profiles/{profile}/calibrations", json_body=body)
+        return self.json("POST", f"/v1/profiles/{segment(profile)}/calibrations", json_body=body)
 
     def put_baseline(self, name: str, body: Mapping[str, Any]) -> Any:
-        return self.json("PUT", f"/v1/baselines/{name}", json_body=body)
+        return self.json("PUT", f"/v1/baselines/{segment(name)}", json_body=body)
 
     def get_baseline(self, name: str) -> Any:
-        return self.json("GET", f"/v1/baselines/{name}")
+        return self.json("GET", f"/v1/baselines/{segment(name)}")

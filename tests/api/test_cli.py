@@ -8,6 +8,7 @@ temporary per test.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +19,9 @@ from typer.testing import CliRunner, Result
 
 from api import cli
 from api.cli.app import hoist_global_options
+from api.cli.client import problem_line
 from api.cli.exits import exit_code_for_status
 from api.cli.inputs import parse_size
-from api.cli.transport import problem_line
 from api.junit import CheckOutcome, junit_xml
 from api.settings import get_settings
 
@@ -705,3 +706,210 @@ def test_help_lists_every_verb_without_importing_any(tmp_path: Path) -> None:
     assert done.stdout.strip().endswith("LOADED"), done.stdout.splitlines()[-1]
     for name in VERBS:
         assert f"\n  {name} " in done.stdout
+
+
+# --------------------------------------------------------------------------- local == remote
+
+
+AGREEMENT_TOKEN = "agreement-token"
+
+
+@pytest.fixture
+def shared_server(env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A real server (uvicorn in a subprocess) on the database the local runs use, with the
+    token both are given (COMMEST_API_TOKEN)."""
+    from tests.api.servers import Server
+
+    monkeypatch.setenv("COMMEST_API_TOKEN", AGREEMENT_TOKEN)
+    get_settings.cache_clear()
+    url = f"sqlite:///{env / 'cli.sqlite3'}"
+    with Server(url, env / "server-data", token=AGREEMENT_TOKEN) as server:
+        yield server.base_url
+
+
+_VOLATILE = (  # what differs between two writes of the same thing, and its mask
+    (re.compile(r'"(created_at|updated_at)": "[^"]*"'), r'"\1": "*"'),
+    (re.compile(r'"(id|upload_id)": \d+'), r'"\1": *'),
+    (re.compile(r"\b(run|upload) \d+"), r"\1 *"),
+    (re.compile(r"\b(local|remote)-"), "*-"),  # the name each side wrote under
+)
+
+
+def _same_text(text: str) -> str:
+    """``text`` with ids, times and the writer's name masked."""
+    for pattern, mask in _VOLATILE:
+        text = pattern.sub(mask, text)
+    return text
+
+
+def _both(server: str, *args: str, stdin: str | None = None) -> tuple[Result, Result]:
+    return run(*args, stdin=stdin), run("--server", server, *args, stdin=stdin)
+
+
+def _agree(local: Result, remote: Result, *, mask: bool = False) -> None:
+    """Same exit code, same stdout (byte for byte) and stderr, unless ``mask``ed."""
+    assert local.exit_code == remote.exit_code, (local.stderr, remote.stderr)
+    if mask:
+        assert _same_text(local.stdout) == _same_text(remote.stdout)
+        assert _same_text(local.stderr) == _same_text(remote.stderr)
+    else:
+        assert local.stdout_bytes == remote.stdout_bytes
+        assert local.stderr == remote.stderr
+
+
+def test_every_verb_answers_locally_as_the_server_does(
+    env: Path, shared_server: str, tmp_path: Path
+) -> None:
+    server = shared_server
+    gpt3, scalar = str(ESTIMATE_EXAMPLE), str(EXAMPLES / "estimate-paper-scalar-c.json")
+    small = write_json(tmp_path / "small.json", SMALL_REQUEST)
+    bad = json.loads(ESTIMATE_EXAMPLE.read_text())
+    bad["layout"]["tensr"] = 8
+    typo = write_json(tmp_path / "typo.json", bad)
+    calibration = str(EXAMPLES / "calibration-measurements.json")
+    predicted = estimate_time(gpt3)
+    same_everywhere = [
+        ("estimate", "--request", gpt3),
+        ("estimate", "--request", scalar),
+        ("estimate", "--request", gpt3, "--format", "table"),
+        (
+            "estimate",
+            "--megatron-args",
+            GPT3_175B_FLAGS,
+            "--gpus",
+            "1024",
+            "--vocab-size",
+            "50257",
+            "--cluster-profile",
+            "dgx-a100-nominal",
+        ),
+        ("estimate", "--request", typo),  # 422: the misspelt field named
+        ("estimate", "--request", gpt3, "--cluster-profile", "no-such-profile"),  # 404
+        ("check", "--request", gpt3, "--max-iteration-time", str(predicted * 2)),
+        ("check", "--request", gpt3, "--max-iteration-time", str(predicted / 2)),  # exit 1
+        ("check", "--request", gpt3, "--max-iteration-time", "1", "--format", "json"),
+        ("check", "--request", gpt3, "--baseline", "none-stored"),  # 404
+        ("plan", "--request", small, "--gpus", "8", "--top-k", "3"),
+        ("plan", "--request", small, "--gpus", "8", "--format", "table"),
+        ("matrix", "--request", small, "--format", "csv"),
+        ("matrix", "--request", small, "--format", "json", "--level", "node"),
+        ("matrix", "--request", small, "--format", "png"),
+        ("matrix", "--request", small, "--format", "svg"),  # 422: not a format
+        (
+            "bandwidth",
+            "--profile",
+            "dgx-a100-nominal",
+            "--op",
+            "allreduce",
+            "--ranks",
+            "64",
+            "--nodes",
+            "8",
+            "--bytes",
+            "256MiB",
+        ),
+        ("bandwidth", "--profile", "dgx-a100-nominal", "--op", "scatter", "--ranks", "8"),
+        (
+            "bandwidth",
+            "--profile",
+            "dgx-h100-nominal",
+            "--op",
+            "all_gather",
+            "--ranks",
+            "16",
+            "--nodes",
+            "2",
+            "--format",
+            "table",
+        ),
+        ("profile", "list", "--format", "json"),
+        ("profile", "list"),
+        ("profile", "show", "dgx-h100-nominal"),
+        ("profile", "show", "no-such-profile"),
+        ("baseline", "show", "no-such-baseline"),
+        ("baseline", "show", ".."),  # 422: not a name
+        (
+            "--token",
+            "wrong",
+            "profile",
+            "create",
+            "x",
+            "--gpu-model",
+            "H100",
+            "--gpus-per-node",
+            "8",
+        ),
+    ]
+    for args in same_everywhere:
+        local, remote = _both(server, *args)
+        _agree(local, remote)
+    assert run("estimate", "--request", typo).exit_code == 2  # the cases above did fail
+
+    log = tmp_path / "all_reduce_8gpu.txt"
+    log.write_text(_nccl_all_reduce_text(), encoding="utf-8")
+    for side, prefix in (((), "local"), (("--server", server), "remote")):
+        name = f"{prefix}-lab"
+        steps = [
+            (
+                "profile",
+                "create",
+                name,
+                "--gpu-model",
+                "A100-SXM4-80GB",
+                "--gpus-per-node",
+                "8",
+                "--peak-tflops",
+                "312",
+                "--utilization",
+                "0.45",
+            ),
+            ("profile", "upload", name, str(log)),
+            ("profile", "upload", name, str(log)),  # already stored
+            ("baseline", "set", f"{prefix}-base", "--request", gpt3),
+        ]
+        for args in steps:
+            result = run(*side, *args)
+            assert result.exit_code == 0, (args, result.stderr)
+    for pair in (
+        (
+            ("profile", "create", "local-lab", "--gpu-model", "X", "--gpus-per-node", "8"),
+            ("profile", "create", "remote-lab", "--gpu-model", "X", "--gpus-per-node", "8"),
+        ),
+        (("profile", "show", "local-lab"), ("profile", "show", "remote-lab")),
+        (("baseline", "show", "local-base"), ("baseline", "show", "remote-base")),
+        (
+            (
+                "bandwidth",
+                "--profile",
+                "local-lab",
+                "--op",
+                "all_reduce",
+                "--ranks",
+                "8",
+                "--bytes",
+                "4MiB",
+            ),
+            (
+                "bandwidth",
+                "--profile",
+                "remote-lab",
+                "--op",
+                "all_reduce",
+                "--ranks",
+                "8",
+                "--bytes",
+                "4MiB",
+            ),
+        ),
+        (
+            ("check", "--request", gpt3, "--baseline", "local-base", "--format", "json"),
+            ("check", "--request", gpt3, "--baseline", "remote-base", "--format", "json"),
+        ),
+        (("profile", "delete", "local-lab"), ("profile", "delete", "remote-lab")),
+        (("profile", "calibrate", "dgx-a100-nominal", "--measurements", calibration),) * 2,
+    ):
+        local_args, remote_args = pair
+        _agree(run(*local_args), run("--server", server, *remote_args), mask=True)
+    # what one side wrote, the other reads the same
+    for args in (("profile", "list", "--format", "json"), ("baseline", "show", "remote-base")):
+        _agree(*_both(server, *args))

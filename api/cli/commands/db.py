@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from api.cli.client import database_down
 from api.cli.commands import verb_group
 from api.cli.exits import EXIT_UNAVAILABLE, die, die_of
-from api.cli.transport import database_down, load_settings
+from api.cli.transport import load_settings
 
 app = verb_group("db")
 
