@@ -1,19 +1,31 @@
-"""Engines, sessions, transactions and migrations for the profiles database.
+"""Engines, units of work (read and write), change detection and migrations for the database.
 
 Transactions live at the edge: repository functions take a ``Session``, flush what they
 write, and never commit; the caller (an API request, a CLI command, a test) owns the unit of
 work, usually through :func:`transaction`, which commits on success and rolls back on any
 error. Repository functions that must survive a constraint race (a taken name, a concurrent
 identical upload) do their write inside a SAVEPOINT, so the caller's transaction stays usable.
+Every committed write to a profile or its data renews the profile's revision
+(``profiles/revisions.py``, registered on import of this module).
 
-SQLite: foreign keys ON, WAL journal, a 30 s busy timeout, and every transaction opened with
-``BEGIN IMMEDIATE``: writers queue on the database lock instead of failing with
-SQLITE_BUSY_SNAPSHOT when a read-then-write transaction races another writer (SQLAlchemy's
-documented pysqlite recipe). A pooled SQLite connection is checked out only while its file is
-still the one it opened (same device and inode at the same path): an open handle would go on
-serving a moved or deleted file, so the database going away is a reconnect (and, while it is
-gone, an error) rather than writes that vanish. PostgreSQL goes through psycopg 3 (``postgresql+psycopg://``);
-a plain ``postgresql://`` or ``postgres://`` URL is switched to that driver.
+Reads and writes are different units of work. A read runs on :func:`read_only` (``engine``)
+(sessions from :func:`read_session_factory`): on SQLite a deferred ``BEGIN``, which on a WAL
+database never waits for a writer and reads one committed snapshot; on PostgreSQL a
+``READ ONLY`` ``REPEATABLE READ`` transaction (one snapshot for all its statements, never a
+serialisation failure); flushing anything in a read session raises. A write is a plain
+session: on SQLite its transaction opens with ``BEGIN IMMEDIATE``, so writers queue on the
+database lock instead of failing with SQLITE_BUSY_SNAPSHOT when a read-then-write transaction
+races another writer (SQLAlchemy's documented pysqlite recipe); that is the default, for any
+connection that did not ask to be a reader.
+
+SQLite: foreign keys ON, WAL journal, a 30 s busy timeout. A pooled SQLite connection is
+checked out only while its file is still the one it opened (same device and inode at the same
+path): an open handle would go on serving a moved or deleted file, so the database going away
+is a reconnect (and, while it is gone, an error) rather than writes that vanish.
+:class:`SqliteCommits` tells, in microseconds and without a transaction, whether any process
+committed to a SQLite file since it last looked (``PRAGMA data_version``). PostgreSQL goes
+through psycopg 3 (``postgresql+psycopg://``); a plain ``postgresql://`` or ``postgres://`` URL
+is switched to that driver.
 """
 
 from __future__ import annotations
@@ -32,9 +44,10 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, UOWTransaction, sessionmaker
 
 import migrations
+import profiles.revisions  # noqa: F401  (registers the revision listeners on Session)
 from estimator.errors import UnavailableError, ValidationError
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent  # the top-level Alembic package
@@ -42,6 +55,8 @@ SQLITE_BUSY_TIMEOUT_S = 30.0
 # Alembic keeps its migration context in module globals: one command at a time per process.
 # Across processes the database serialises them (env.py: advisory lock / BEGIN IMMEDIATE).
 _ALEMBIC_LOCK = threading.Lock()
+# Execution option of the connections of a read unit of work (see read_only).
+READ_ONLY = "commest_read_only"
 
 
 def normalise_url(url: str | URL) -> URL:
@@ -93,7 +108,12 @@ def _set_wal(cursor: Any) -> None:
 
 
 def _sqlite_on_begin(connection: Any) -> None:
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    # Readers: deferred (WAL: a snapshot, no lock, never waits for a writer). Writers and any
+    # connection that did not say it only reads: the write lock up front.
+    if connection.get_execution_options().get(READ_ONLY):
+        connection.exec_driver_sql("BEGIN")
+    else:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:
@@ -135,9 +155,35 @@ def make_engine(url: str | URL, *, echo: bool = False) -> Engine:
     return create_engine(parsed, echo=echo, pool_pre_ping=True)
 
 
+def read_only(engine: Engine) -> Engine:
+    """``engine`` for reads: deferred BEGIN on SQLite, READ ONLY REPEATABLE READ on PostgreSQL.
+
+    It shares the engine's pool; PostgreSQL's characteristics are reset when a connection goes
+    back to it (psycopg sets them on the connection: no extra round trip).
+    """
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(
+            **{READ_ONLY: True}, postgresql_readonly=True, isolation_level="REPEATABLE READ"
+        )
+    return engine.execution_options(**{READ_ONLY: True})
+
+
 def session_factory(engine: Engine) -> sessionmaker[Session]:
-    """Sessions bound to ``engine``; objects stay readable after commit."""
+    """Sessions bound to ``engine``, for writes; objects stay readable after commit."""
     return sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
+
+
+def read_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions of read units of work over :func:`read_only` (``engine``); flushing raises."""
+    return sessionmaker(
+        bind=read_only(engine), expire_on_commit=False, autoflush=False, info={READ_ONLY: True}
+    )
+
+
+@event.listens_for(Session, "before_flush")
+def _refuse_writes_in_reads(session: Session, _context: UOWTransaction, _objects: Any) -> None:
+    if session.info.get(READ_ONLY) and (session.new or session.dirty or session.deleted):
+        raise RuntimeError("a read unit of work tried to write; use a write transaction")
 
 
 @contextmanager
@@ -145,6 +191,75 @@ def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
     """A session whose work is committed on success and rolled back on any error."""
     with factory() as session, session.begin():
         yield session
+
+
+class SqliteCommits:
+    """Whether anything was committed to a SQLite file since the last look, by any process.
+
+    ``generation()`` is a number that grows whenever ``PRAGMA data_version`` changes on a
+    connection of this object's own, which never writes: SQLite changes that value when
+    another connection (of this process or any other) commits to the file, and only then.
+    It costs a ``stat`` and one pragma, no pool checkout and never a wait (a busy file counts
+    as a change). While the file is gone or was replaced (another inode) every call is a new
+    generation, and the connection is reopened on the file that is there.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
+        self._seen: int | None = None
+        self._generation = 0
+
+    def generation(self) -> int:
+        """The current generation (changes after every commit to the file by anyone)."""
+        with self._lock:
+            identity = _file_identity(self.path)
+            if identity is None or identity != self._identity:
+                self._reopen(identity)
+            try:
+                assert self._connection is not None
+                version = int(self._connection.execute("PRAGMA data_version").fetchone()[0])
+            except (AssertionError, sqlite3.Error):
+                self._close()
+                self._generation += 1
+                return self._generation
+            if version != self._seen:
+                self._seen = version
+                self._generation += 1
+            return self._generation
+
+    def _reopen(self, identity: tuple[int, int] | None) -> None:
+        self._close()
+        if identity is None:
+            return
+        try:  # mode=rw: never create the file if it went away in between
+            uri = self.path.resolve().as_uri() + "?mode=rw"
+            self._connection = sqlite3.connect(  # timeout 0: busy is an error, never a wait
+                uri, uri=True, timeout=0.0, check_same_thread=False, isolation_level=None
+            )
+        except sqlite3.Error:
+            return
+        self._identity = identity
+
+    def _close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+        self._connection, self._identity, self._seen = None, None, None
+
+    def close(self) -> None:
+        """Close the connection (a later call reopens it)."""
+        with self._lock:
+            self._close()
+
+
+def sqlite_commits(url: str | URL) -> SqliteCommits | None:
+    """A :class:`SqliteCommits` for a SQLite file URL; None for PostgreSQL and memory."""
+    parsed = normalise_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return SqliteCommits(Path(parsed.database).expanduser())
 
 
 def ping(engine: Engine) -> None:
