@@ -1,17 +1,28 @@
 """Stored profiles as the engine sees them, and the caches that keep them between requests.
 
 A ``ProfileSnapshot`` is what an estimate needs of a stored profile (its figures and a
-bandwidth provider over its runs), read in one query by ``load_snapshot``. Two caches keep the
-expensive parts: ``ProviderCache`` holds bandwidth providers (loading runs and building curves
-is the costly step), ``SnapshotCache`` whole snapshots (so a hot estimate needs no database
-read). ``ProfileSource`` is the read path the routes use; ``PinnedProfile`` answers from one
+bandwidth provider over its runs), read in one single-row query by ``load_snapshot``. Two
+caches keep the expensive parts, and neither can serve what a committed write replaced:
+
+- ``ProviderCache`` holds bandwidth providers (loading runs and building curves is the costly
+  step) keyed by (profile id, revision). The revision is a random token every committed write
+  to the profile or its runs renews (``profiles/revisions.py``), read in the snapshot query
+  itself: a key never repeats, even when SQLite reuses a deleted profile's ids.
+- ``SnapshotCache`` holds whole snapshots so that a hot estimate needs no database read at
+  all. An entry is valid while nothing was committed to the database since it was read, by
+  any process: on SQLite that is ``PRAGMA data_version`` (``profiles.db.SqliteCommits``,
+  microseconds, no transaction). There is no TTL: once a write is acknowledged, the next
+  request of any worker sees it. On PostgreSQL there is no such cheap signal, so every
+  request reads the profile row (one indexed query); the provider still comes from the cache.
+
+Reads never invalidate anything; a rolled-back write renews no revision and commits nothing.
+``ProfileSource`` is the read path the routes use; ``PinnedProfile`` answers from one
 snapshot already at hand.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -19,14 +30,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session
 
 from estimator.bandwidth import BandwidthAnswer, Collective, Num, TrafficKind
 from estimator.errors import NotFoundError
-from profiles import repository
+from profiles import repository, revisions
 from profiles.bandwidth import ProfileBandwidth
-from profiles.models import Profile, Run
+from profiles.models import Profile
 from profiles.nominal import NOMINAL_SPECS
 
 
@@ -93,26 +104,31 @@ class MemoBandwidth:
         return answer
 
 
+ProviderKey = tuple[int, str]  # (profile id, revision)
+
+
 class ProviderCache:
-    """Bandwidth providers of profiles, keyed by (profile id, newest run id, run count).
+    """Bandwidth providers of profiles, keyed by (profile id, revision), least recently used
+    out first.
 
     Loading a profile's runs and building its curves is the expensive part of an estimate
-    with a profile; the key changes with every upload or deleted run, so a hit is never stale.
+    with a profile; every committed write to the profile or its runs renews its revision, and
+    a revision is never reused, so a hit is never stale.
     """
 
     def __init__(self, size: int = 64) -> None:
         self._size = size
-        self._items: OrderedDict[tuple[int, int, int], MemoBandwidth] = OrderedDict()
+        self._items: OrderedDict[ProviderKey, MemoBandwidth] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[int, int, int]) -> MemoBandwidth | None:
+    def get(self, key: ProviderKey) -> MemoBandwidth | None:
         with self._lock:
             value = self._items.get(key)
             if value is not None:
                 self._items.move_to_end(key)
             return value
 
-    def put(self, key: tuple[int, int, int], value: MemoBandwidth) -> None:
+    def put(self, key: ProviderKey, value: MemoBandwidth) -> None:
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
@@ -123,10 +139,9 @@ class ProviderCache:
 SessionScope = Callable[[], AbstractContextManager[Session]]
 ReadScope = Callable[[], AbstractContextManager[Session | Connection]]
 
-_NEWEST_RUN = select(func.max(Run.id)).where(Run.profile_id == Profile.id).scalar_subquery()
-_RUN_COUNT = select(func.count(Run.id)).where(Run.profile_id == Profile.id).scalar_subquery()
 _SNAPSHOT = select(
     Profile.id,
+    Profile.revision,
     Profile.name,
     Profile.gpus_per_node,
     Profile.peak_tflops,
@@ -135,42 +150,36 @@ _SNAPSHOT = select(
     Profile.utilization,
     Profile.utilization_source,
     Profile.nominal,
-    _NEWEST_RUN.label("newest_run"),
-    _RUN_COUNT.label("run_count"),
 ).where(Profile.name == bindparam("name"))
 
 
 class SnapshotCache:
-    """Profile snapshots kept between requests, so a hot estimate needs no database read.
+    """Profile snapshots kept while nothing was committed to the database since they were read.
 
-    An entry is used while it is younger than ``ttl_s`` and no write has been committed
-    through this process since it was read (``generation``); writes made by another process
-    (another server worker) are therefore seen within ``ttl_s``.
+    ``generation`` says what "since" means: a callable whose value changes after every commit
+    to the database by any process (``profiles.db.SqliteCommits.generation``). A snapshot is
+    stored with the generation seen *before* it was read, so a commit that lands while the read
+    is in flight makes it stale at once rather than kept as fresh.
     """
 
-    def __init__(self, *, ttl_s: float = 1.0, size: int = 256) -> None:
-        self.ttl_s = ttl_s
+    def __init__(self, generation: Callable[[], int], *, size: int = 256) -> None:
+        self.generation = generation
         self._size = size
-        self.generation = 0
-        self._items: dict[str, tuple[ProfileSnapshot, float, int]] = {}
-
-    def bump(self) -> None:
-        """A write was committed: every cached snapshot may be stale."""
-        self.generation += 1
+        self._items: dict[str, tuple[ProfileSnapshot, int]] = {}
 
     def get(self, name: str) -> ProfileSnapshot | None:
         item = self._items.get(name)
         if item is None:
             return None
-        snapshot, loaded_at, generation = item
-        if generation != self.generation or time.monotonic() - loaded_at > self.ttl_s:
+        snapshot, generation = item
+        if generation != self.generation():
             return None
         return snapshot
 
-    def put(self, name: str, snapshot: ProfileSnapshot, *, generation: int, at: float) -> None:
+    def put(self, name: str, snapshot: ProfileSnapshot, *, generation: int) -> None:
         if len(self._items) >= self._size:
             self._items.clear()
-        self._items[name] = (snapshot, at, generation)
+        self._items[name] = (snapshot, generation)
 
 
 class Profiles(Protocol):
@@ -213,27 +222,33 @@ class ProfileSource:
     def profile(self, name: str) -> ProfileSnapshot:
         """The named profile and its bandwidth provider; NotFoundError if unknown."""
         snapshots = self._snapshots
-        if snapshots is not None:
-            hit = snapshots.get(name)
-            if hit is not None:
-                return hit
-            generation, at = snapshots.generation, time.monotonic()
+        if snapshots is None:
+            with self._scope() as connection:
+                return load_snapshot(connection=connection, name=name, cache=self._cache)
+        generation = snapshots.generation()
+        hit = snapshots.get(name)
+        if hit is not None:
+            return hit
         with self._scope() as connection:
             snapshot = load_snapshot(connection=connection, name=name, cache=self._cache)
-        if snapshots is not None:
-            snapshots.put(name, snapshot, generation=generation, at=at)
+        snapshots.put(name, snapshot, generation=generation)
         return snapshot
 
 
 def load_snapshot(
     *, connection: Session | Connection, name: str, cache: ProviderCache
 ) -> ProfileSnapshot:
-    """The profile of that name with a (cached) bandwidth provider, in one Core query."""
+    """The profile of that name with a (cached) bandwidth provider, in one Core query.
+
+    Inside a write transaction that changed the profile (not committed yet, its revision not
+    renewed yet) the provider is built from what the transaction sees and not cached.
+    """
     row = connection.execute(_SNAPSHOT, {"name": name}).first()
     if row is None:
         raise NotFoundError(f"no profile named {name!r}", name=name)
-    key = (int(row.id), int(row.newest_run or 0), int(row.run_count or 0))
-    provider = cache.get(key)
+    key = (int(row.id), str(row.revision))
+    uncommitted = isinstance(connection, Session) and revisions.uncommitted(connection, key[0])
+    provider = None if uncommitted else cache.get(key)
     if provider is None:
         if isinstance(connection, Session):
             loaded = repository.load_bandwidth(session=connection, profile_name=name)
@@ -241,7 +256,8 @@ def load_snapshot(
             with Session(bind=connection) as session:
                 loaded = repository.load_bandwidth(session=session, profile_name=name)
         provider = MemoBandwidth(loaded)
-        cache.put(key, provider)
+        if not uncommitted:
+            cache.put(key, provider)
     nominal = NOMINAL_SPECS.get(row.name) if row.nominal else None
     return ProfileSnapshot(
         name=row.name,

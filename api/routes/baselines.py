@@ -40,14 +40,14 @@ def put_baseline(name: Name, body: BaselinePut, runtime: RuntimeDep, response: R
 @router.get("/{name}", response_model=BaselineRead, responses=problem_responses(404, 422, 503))
 def get_baseline(name: Name, runtime: RuntimeDep) -> Any:
     """A stored baseline."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         return service.baseline_dict(repository.get_baseline(session=session, name=name))
 
 
 @router.get("", response_model=list[BaselineRead], responses=problem_responses(503))
 def list_baselines(runtime: RuntimeDep) -> Any:
     """Every stored baseline, by name."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         return [service.baseline_dict(b) for b in repository.list_baselines(session=session)]
 
 

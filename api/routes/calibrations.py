@@ -37,7 +37,7 @@ def create_calibration(name: str, body: CalibrationRequest, runtime: RuntimeDep)
 )
 def list_calibrations(name: str, runtime: RuntimeDep) -> Any:
     """A profile's calibrations, newest first."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         return [
             service.calibration_dict(c, profile=name, applied=None)
             for c in repository.list_calibrations(session=session, profile_name=name)

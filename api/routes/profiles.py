@@ -44,7 +44,7 @@ def list_profiles(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Any:
     """Profiles by name, one page at a time."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         rows = repository.list_profiles(session=session, offset=offset, limit=limit)
         total = repository.count_profiles(session=session)
         return {"profiles": [service.profile_dict(p) for p in rows], "count": total}
@@ -53,7 +53,7 @@ def list_profiles(
 @router.get("/{name}", response_model=ProfileRead, responses=problem_responses(404, 503))
 def get_profile(name: ProfileName, runtime: RuntimeDep) -> Any:
     """One profile."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         return service.profile_dict(repository.get_profile(session=session, name=name))
 
 

@@ -226,7 +226,7 @@ def list_runs(
     points: bool = True,
 ) -> Any:
     """A profile's runs in upload order, with their points unless ``points=false``."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         runs = repository.list_runs(
             session=session, profile_name=name, op=op, backend=backend, with_points=points
         )
