@@ -8,12 +8,12 @@ caches keep the expensive parts, and neither can serve what a committed write re
   step) keyed by (profile id, revision). The revision is a random token every committed write
   to the profile or its runs renews (``profiles/revisions.py``), read in the snapshot query
   itself: a key never repeats, even when SQLite reuses a deleted profile's ids.
-- ``SnapshotCache`` holds whole snapshots so that a hot estimate needs no database read at
-  all. An entry is valid while nothing was committed to the database since it was read, by
-  any process: on SQLite that is ``PRAGMA data_version`` (``profiles.db.SqliteCommits``,
-  microseconds, no transaction). There is no TTL: once a write is acknowledged, the next
-  request of any worker sees it. On PostgreSQL there is no such cheap signal, so every
-  request reads the profile row (one indexed query); the provider still comes from the cache.
+- ``SnapshotCache`` holds whole snapshots, valid while nothing was committed to their
+  profile since they were read, by any process (``profiles.db.ChangeSignal``): on SQLite
+  ``PRAGMA data_version`` (microseconds, no transaction); on PostgreSQL the profile's
+  revision, read in one autocommit round trip on a connection of its own (asyncio on the
+  hot path: no worker thread). There is no TTL: once a write is acknowledged, the next
+  request of any worker sees it.
 
 Reads never invalidate anything; a rolled-back write renews no revision and commits nothing.
 ``ProfileSource`` is the read path the routes use; ``PinnedProfile`` answers from one
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -37,6 +37,7 @@ from estimator.bandwidth import BandwidthAnswer, Collective, Num, TrafficKind
 from estimator.errors import NotFoundError
 from profiles import repository, revisions
 from profiles.bandwidth import ProfileBandwidth
+from profiles.db import ChangeSignal
 from profiles.models import Profile
 from profiles.nominal import NOMINAL_SPECS
 
@@ -154,32 +155,36 @@ _SNAPSHOT = select(
 
 
 class SnapshotCache:
-    """Profile snapshots kept while nothing was committed to the database since they were read.
+    """Profile snapshots kept while nothing was committed to their profile since they were read.
 
-    ``generation`` says what "since" means: a callable whose value changes after every commit
-    to the database by any process (``profiles.db.SqliteCommits.generation``). A snapshot is
-    stored with the generation seen *before* it was read, so a commit that lands while the read
-    is in flight makes it stale at once rather than kept as fresh.
+    ``signal`` (``profiles.db.ChangeSignal``) says what is committed now: a snapshot is stored
+    with the token seen *before* it was read and served while the token is unchanged, so a
+    commit that lands while the read is in flight makes it stale at once rather than kept as
+    fresh. There is no TTL: the first request after a commit, in any worker, misses.
     """
 
-    def __init__(self, generation: Callable[[], int], *, size: int = 256) -> None:
-        self.generation = generation
+    def __init__(self, signal: ChangeSignal, *, size: int = 256) -> None:
+        self.signal = signal
         self._size = size
-        self._items: dict[str, tuple[ProfileSnapshot, int]] = {}
+        self._items: dict[str, tuple[ProfileSnapshot, Hashable]] = {}
 
-    def get(self, name: str) -> ProfileSnapshot | None:
+    def token(self, name: str) -> Hashable:
+        """What is committed about ``name`` now (read it before loading a snapshot)."""
+        return self.signal.token(name)
+
+    def get(self, name: str, token: Hashable | None = None) -> ProfileSnapshot | None:
+        """The snapshot if nothing was committed since it was read (``token``: already asked)."""
         item = self._items.get(name)
         if item is None:
             return None
-        snapshot, generation = item
-        if generation != self.generation():
-            return None
-        return snapshot
+        snapshot, seen = item
+        now = self.signal.token(name) if token is None else token
+        return snapshot if seen == now else None
 
-    def put(self, name: str, snapshot: ProfileSnapshot, *, generation: int) -> None:
+    def put(self, name: str, snapshot: ProfileSnapshot, *, token: Hashable) -> None:
         if len(self._items) >= self._size:
             self._items.clear()
-        self._items[name] = (snapshot, generation)
+        self._items[name] = (snapshot, token)
 
 
 class Profiles(Protocol):
@@ -215,9 +220,13 @@ class ProfileSource:
         self._cache = cache
         self._snapshots = snapshots
 
-    def cached(self, name: str) -> ProfileSnapshot | None:
-        """The named profile if a fresh snapshot is at hand (no database read)."""
-        return self._snapshots.get(name) if self._snapshots is not None else None
+    async def cached(self, name: str) -> ProfileSnapshot | None:
+        """The named profile if a fresh snapshot is at hand (asks the change signal without
+        blocking the event loop: no database read through the pool, no worker thread)."""
+        snapshots = self._snapshots
+        if snapshots is None:
+            return None
+        return snapshots.get(name, await snapshots.signal.token_async(name))
 
     def profile(self, name: str) -> ProfileSnapshot:
         """The named profile and its bandwidth provider; NotFoundError if unknown."""
@@ -225,13 +234,13 @@ class ProfileSource:
         if snapshots is None:
             with self._scope() as connection:
                 return load_snapshot(connection=connection, name=name, cache=self._cache)
-        generation = snapshots.generation()
-        hit = snapshots.get(name)
+        token = snapshots.token(name)
+        hit = snapshots.get(name, token)
         if hit is not None:
             return hit
         with self._scope() as connection:
             snapshot = load_snapshot(connection=connection, name=name, cache=self._cache)
-        snapshots.put(name, snapshot, generation=generation)
+        snapshots.put(name, snapshot, token=token)
         return snapshot
 
 

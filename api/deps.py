@@ -32,12 +32,12 @@ from api.caches import ProfileSource, ProviderCache, SnapshotCache
 from api.settings import Settings
 from estimator.errors import AuthError, UnavailableError
 from profiles.db import (
+    change_signal,
     make_engine,
     ping,
     read_only,
     read_session_factory,
     session_factory,
-    sqlite_commits,
     upgrade_database,
 )
 from profiles.nominal import ensure_nominal_profiles
@@ -89,9 +89,9 @@ class Runtime:
         self._sessions: sessionmaker[Session] | None = None
         self._read_sessions: sessionmaker[Session] | None = None
         self.providers = ProviderCache()
-        # SQLite file: snapshots kept until anyone commits; elsewhere none (see api/caches.py)
-        self.commits = sqlite_commits(self.url)
-        self.snapshots = SnapshotCache(self.commits.generation) if self.commits else None
+        # snapshots kept until a commit changes their profile, seen by any worker (caches.py)
+        self.changes = change_signal(self.url)
+        self.snapshots = SnapshotCache(self.changes) if self.changes else None
         self._token: bytes | None = None
         self._started = False
         self._lock = threading.Lock()
@@ -151,8 +151,8 @@ class Runtime:
         """Dispose of the engine's connections."""
         if self._engine is not None:
             self._engine.dispose()
-        if self.commits is not None:
-            self.commits.close()
+        if self.changes is not None:
+            self.changes.close()
 
     # -- units of work ------------------------------------------------------------------------
 

@@ -22,22 +22,25 @@ SQLite: foreign keys ON, WAL journal, a 30 s busy timeout. A pooled SQLite conne
 checked out only while its file is still the one it opened (same device and inode at the same
 path): an open handle would go on serving a moved or deleted file, so the database going away
 is a reconnect (and, while it is gone, an error) rather than writes that vanish.
-:class:`SqliteCommits` tells, in microseconds and without a transaction, whether any process
-committed to a SQLite file since it last looked (``PRAGMA data_version``). PostgreSQL goes
+:class:`ChangeSignal` tells cheaply what is committed about a profile now, for caches that
+must see every acknowledged write of any process: on SQLite whether anyone committed since
+the last look (``PRAGMA data_version``, microseconds, no transaction), on PostgreSQL the
+profile's revision (one autocommit round trip on a connection of its own). PostgreSQL goes
 through psycopg 3 (``postgresql+psycopg://``); a plain ``postgresql://`` or ``postgres://`` URL
 is switched to that driver.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from alembic import command
 from alembic.config import Config
@@ -193,15 +196,31 @@ def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
         yield session
 
 
+class ChangeSignal(Protocol):
+    """What is committed about a profile now, cheaply: equal tokens read before and after
+    mean nothing was committed to that profile in between (by any process).
+
+    ``token`` may block (call it from a worker thread); ``token_async`` never blocks an event
+    loop and gives the same answer.
+    """
+
+    def token(self, name: str) -> Hashable: ...
+
+    async def token_async(self, name: str) -> Hashable: ...
+
+    def close(self) -> None: ...
+
+
 class SqliteCommits:
     """Whether anything was committed to a SQLite file since the last look, by any process.
 
-    ``generation()`` is a number that grows whenever ``PRAGMA data_version`` changes on a
+    The token is a number that grows whenever ``PRAGMA data_version`` changes on a
     connection of this object's own, which never writes: SQLite changes that value when
-    another connection (of this process or any other) commits to the file, and only then.
-    It costs a ``stat`` and one pragma, no pool checkout and never a wait (a busy file counts
-    as a change). While the file is gone or was replaced (another inode) every call is a new
-    generation, and the connection is reopened on the file that is there.
+    another connection (of this process or any other) commits to the file, and only then. It
+    is the same for every profile (any commit counts). It costs a ``stat`` and one pragma, no
+    pool checkout and never a wait (a busy file counts as a change). While the file is gone or
+    was replaced (another inode) every call is a new token, and the connection is reopened on
+    the file that is there.
     """
 
     def __init__(self, path: Path) -> None:
@@ -212,7 +231,7 @@ class SqliteCommits:
         self._seen: int | None = None
         self._generation = 0
 
-    def generation(self) -> int:
+    def token(self, name: str = "") -> int:
         """The current generation (changes after every commit to the file by anyone)."""
         with self._lock:
             identity = _file_identity(self.path)
@@ -229,6 +248,10 @@ class SqliteCommits:
                 self._seen = version
                 self._generation += 1
             return self._generation
+
+    async def token_async(self, name: str = "") -> int:
+        """:meth:`token`: microseconds and never a wait, fine on an event loop."""
+        return self.token(name)
 
     def _reopen(self, identity: tuple[int, int] | None) -> None:
         self._close()
@@ -254,10 +277,90 @@ class SqliteCommits:
             self._close()
 
 
-def sqlite_commits(url: str | URL) -> SqliteCommits | None:
-    """A :class:`SqliteCommits` for a SQLite file URL; None for PostgreSQL and memory."""
+class PostgresRevisions:
+    """A profile's committed revision (``profiles/revisions.py``), read in autocommit on a
+    connection of this object's own: one round trip, no pool checkout, no transaction.
+
+    PostgreSQL has no local signal of other sessions' commits, so this is a read; once a
+    write is committed (and acknowledged), the next read here sees its revision. A profile
+    that does not exist is ``None``; when the database does not answer within
+    ``TIMEOUT_S``, the answer is a new token every time (the caller then reads through its
+    pool, which reports the outage). ``token`` uses a blocking connection (worker threads),
+    ``token_async`` an asyncio one bound to the running loop (no thread hop on the hot path).
+    """
+
+    TIMEOUT_S = 5.0
+    _QUERY = "SELECT revision FROM profiles WHERE name = %s"
+
+    def __init__(self, url: URL) -> None:
+        self._conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._async_lock: asyncio.Lock | None = None
+        self._async_connection: Any = None
+
+    def token(self, name: str) -> Hashable:
+        """The profile's revision now, ``None`` if there is no such profile."""
+        import psycopg
+
+        with self._lock:
+            try:
+                if self._connection is None or self._connection.closed:
+                    self._connection = psycopg.connect(
+                        self._conninfo, autocommit=True, connect_timeout=int(self.TIMEOUT_S)
+                    )
+                row = self._connection.execute(self._QUERY, (name,)).fetchone()
+            except psycopg.Error:
+                self._close()
+                return object()  # equal to nothing: no cached snapshot is trusted
+            return None if row is None else str(row[0])
+
+    async def token_async(self, name: str) -> Hashable:
+        """:meth:`token` without blocking the running event loop."""
+        import psycopg
+
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._async_lock is None:  # a connection serves one loop
+            self._drop_async()
+            self._loop, self._async_lock = loop, asyncio.Lock()
+        async with self._async_lock:
+            try:
+                async with asyncio.timeout(self.TIMEOUT_S):
+                    if self._async_connection is None or self._async_connection.closed:
+                        self._async_connection = await psycopg.AsyncConnection.connect(
+                            self._conninfo, autocommit=True
+                        )
+                    cursor = await self._async_connection.execute(self._QUERY, (name,))
+                    row = await cursor.fetchone()
+            except (psycopg.Error, TimeoutError):
+                self._drop_async()
+                return object()
+            return None if row is None else str(row[0])
+
+    def _drop_async(self) -> None:
+        if self._async_connection is not None:
+            self._async_connection.pgconn.finish()  # closes the socket, no event loop needed
+        self._async_connection = None
+
+    def _close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+        self._connection = None
+
+    def close(self) -> None:
+        """Close the connections (a later call reopens them)."""
+        with self._lock:
+            self._close()
+        self._drop_async()
+
+
+def change_signal(url: str | URL) -> ChangeSignal | None:
+    """The cheap commit signal of a database: SQLite file or PostgreSQL; None for memory."""
     parsed = normalise_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+    if parsed.get_backend_name() == "postgresql":
+        return PostgresRevisions(parsed)
+    if parsed.database in (None, "", ":memory:"):
         return None
     return SqliteCommits(Path(parsed.database).expanduser())
 
