@@ -13,15 +13,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from api.caches import MemoBandwidth, ProfileSnapshot, ProviderCache, SnapshotCache
+from api.settings import Settings
 from estimator.bandwidth import Collective, TrafficKind
 from profiles import repository
 from profiles.bandwidth import ProfileBandwidth
 from profiles.nominal import nominal_bandwidth
-from tests.api.conftest import AUTH, fixture_text
+from tests.api.conftest import AUTH, fixture_text, make_client
 
 PROFILE = {"name": "lab", "gpu_model": "H100", "gpus_per_node": 8, "peak_tflops": 989}
 TEXT_HEADERS = {**AUTH, "Content-Type": "text/plain"}
@@ -200,7 +202,8 @@ def test_a_hot_estimate_reads_nothing_through_the_pool_even_after_other_reads(
     assert client.post("/v1/profiles", json=PROFILE, headers=AUTH).status_code == 201
     upload(client, TEXT)
     statements: list[str] = []
-    engine = client.app.state.runtime.engine  # type: ignore[attr-defined]
+    assert isinstance(client.app, FastAPI)
+    engine = client.app.state.runtime.engine
 
     def record(*args: Any) -> None:
         statements.append(args[2])
@@ -279,3 +282,17 @@ def test_every_committed_write_to_a_profile_is_seen_by_the_next_request(
     assert gone.status_code == 404
     assert client.post("/v1/estimates", json=estimate).status_code == 404
     assert full == pytest.approx(FIXTURE_BUSBW_GBPS) and runs
+
+
+def test_a_write_through_another_app_is_seen_by_the_next_request(app_settings: Settings) -> None:
+    """Two apps (two runtimes, as in two workers) over one database: no TTL window."""
+    estimate = {**ESTIMATE_ON_LAB, "cluster": {"profile": "dgx-a100-nominal"}}
+    with make_client(app_settings) as first, make_client(app_settings) as second:
+        for utilization in (0.3, 0.4):
+            first.post("/v1/estimates", json=estimate)  # cached in the first app
+            patched = second.patch(
+                "/v1/profiles/dgx-a100-nominal", json={"utilization": utilization}, headers=AUTH
+            )
+            assert patched.status_code == 200, patched.text
+            answer = first.post("/v1/estimates", json=estimate).json()
+            assert answer["cluster"]["utilization"] == pytest.approx(utilization)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
@@ -60,7 +61,8 @@ def test_every_read_answers_while_a_writer_holds_the_write_lock(
     assert stored.status_code == 201, stored.text
     before = reads(client)  # caches warm, as on a busy server
 
-    runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    assert isinstance(client.app, FastAPI)
+    runtime: Runtime = client.app.state.runtime
 
     def write(session: Session) -> None:
         changes: repository.ProfileChanges = {"description": "written", "peak_tflops": 500}
