@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -114,13 +115,43 @@ class ProviderCache:
 
     Loading a profile's runs and building its curves is the expensive part of an estimate
     with a profile; every committed write to the profile or its runs renews its revision, and
-    a revision is never reused, so a hit is never stale.
+    a revision is never reused, so a hit is never stale. Requests that miss the same key at
+    once (every reader right after an upload) wait for one build instead of each doing it.
     """
 
     def __init__(self, size: int = 64) -> None:
         self._size = size
         self._items: OrderedDict[ProviderKey, MemoBandwidth] = OrderedDict()
+        self._building: dict[ProviderKey, Future[MemoBandwidth]] = {}
         self._lock = threading.Lock()
+
+    def get_or_build(self, key: ProviderKey, build: Callable[[], MemoBandwidth]) -> MemoBandwidth:
+        """The cached provider, else the one a concurrent build makes, else ``build()``'s."""
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+                return value
+            pending = self._building.get(key)
+            if pending is None:
+                pending = self._building[key] = Future()
+                owner = True
+            else:
+                owner = False
+        if not owner:
+            return pending.result()  # the builder's provider, or its error
+        try:
+            value = build()
+        except BaseException as exc:
+            with self._lock:
+                del self._building[key]
+            pending.set_exception(exc)
+            raise
+        self.put(key, value)
+        with self._lock:
+            del self._building[key]
+        pending.set_result(value)
+        return value
 
     def get(self, key: ProviderKey) -> MemoBandwidth | None:
         with self._lock:
@@ -256,17 +287,17 @@ def load_snapshot(
     if row is None:
         raise NotFoundError(f"no profile named {name!r}", name=name)
     key = (int(row.id), str(row.revision))
-    uncommitted = isinstance(connection, Session) and revisions.uncommitted(connection, key[0])
-    provider = None if uncommitted else cache.get(key)
-    if provider is None:
+
+    def build() -> MemoBandwidth:
         if isinstance(connection, Session):
-            loaded = repository.load_bandwidth(session=connection, profile_name=name)
-        else:
-            with Session(bind=connection) as session:
-                loaded = repository.load_bandwidth(session=session, profile_name=name)
-        provider = MemoBandwidth(loaded)
-        if not uncommitted:
-            cache.put(key, provider)
+            return MemoBandwidth(repository.load_bandwidth(session=connection, profile_name=name))
+        with Session(bind=connection) as session:
+            return MemoBandwidth(repository.load_bandwidth(session=session, profile_name=name))
+
+    if isinstance(connection, Session) and revisions.uncommitted(connection, key[0]):
+        provider = build()  # this transaction's own view: never cached
+    else:
+        provider = cache.get_or_build(key, build)
     nominal = NOMINAL_SPECS.get(row.name) if row.nominal else None
     return ProfileSnapshot(
         name=row.name,

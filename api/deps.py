@@ -32,7 +32,9 @@ from api.caches import ProfileSource, ProviderCache, SnapshotCache
 from api.settings import Settings
 from estimator.errors import AuthError, UnavailableError
 from profiles.db import (
+    SQLITE_BUSY_TIMEOUT_S,
     change_signal,
+    is_sqlite,
     make_engine,
     ping,
     read_only,
@@ -95,6 +97,9 @@ class Runtime:
         self._token: bytes | None = None
         self._started = False
         self._lock = threading.Lock()
+        # SQLite has one writer at a time: this process's writers queue here, handed over at
+        # once, instead of polling the database lock (its busy handler sleeps up to 100 ms)
+        self._writers = threading.Lock() if is_sqlite(self.url) else None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -161,11 +166,26 @@ class Runtime:
         """A write unit of work: a session committed on success and rolled back on error.
 
         On SQLite it holds the database's write lock from its first statement to its commit
-        (readers do not wait for it): keep parsing and other slow work out of it.
+        (readers do not wait for it), and this process's other writers wait for it: keep
+        parsing and other slow work out of it.
         """
         self.start()
-        with self.sessions() as session, session.begin():
+        with self._one_writer(), self.sessions() as session, session.begin():
             yield session
+
+    @contextmanager
+    def _one_writer(self) -> Iterator[None]:
+        if self._writers is None:
+            yield
+            return
+        if not self._writers.acquire(timeout=SQLITE_BUSY_TIMEOUT_S):
+            raise UnavailableError(
+                f"the database is busy: another write has held it for {SQLITE_BUSY_TIMEOUT_S:g} s"
+            )
+        try:
+            yield
+        finally:
+            self._writers.release()
 
     @contextmanager
     def read_session(self) -> Iterator[Session]:

@@ -8,7 +8,9 @@ bandwidth answers with the new numbers, although SQLite gives it and its runs th
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,7 @@ from tests.api.conftest import AUTH, fixture_text, make_client
 PROFILE = {"name": "lab", "gpu_model": "H100", "gpus_per_node": 8, "peak_tflops": 989}
 TEXT_HEADERS = {**AUTH, "Content-Type": "text/plain"}
 TEXT = fixture_text("nccl_all_reduce_8gpu.txt")
+WAIT_S = 60.0  # a guard against hanging forever, not a timing assertion
 BIGGEST = {"op": "all_reduce", "ranks": 8, "nodes": 1, "bytes": 134217728}
 FIXTURE_BUSBW_GBPS = 610.35  # nccl_all_reduce_8gpu.txt, 128 MiB row, out-of-place busbw
 ESTIMATE_ON_LAB: dict[str, Any] = {
@@ -156,6 +159,39 @@ def test_provider_cache_drops_the_least_recently_used_key() -> None:
     assert cache.get((2, "r2")) is None
     assert cache.get((1, "r1")) is first and cache.get((3, "r3")) is third
     assert cache.get((1, "another revision")) is None
+
+
+def test_concurrent_misses_of_one_key_build_the_provider_once() -> None:
+    cache = ProviderCache()
+    started, release = threading.Event(), threading.Event()
+    builds: list[MemoBandwidth] = []
+
+    def build() -> MemoBandwidth:
+        started.set()
+        assert release.wait(WAIT_S)
+        builds.append(MemoBandwidth(ProfileBandwidth("p", [], ())))
+        return builds[-1]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        first = pool.submit(cache.get_or_build, (1, "r1"), build)
+        assert started.wait(WAIT_S)  # one build is under way; seven more requests miss
+        others = [pool.submit(cache.get_or_build, (1, "r1"), build) for _ in range(7)]
+        release.set()
+        got = [first.result(WAIT_S)] + [f.result(WAIT_S) for f in others]
+    assert len(builds) == 1 and all(g is builds[0] for g in got)
+    assert cache.get((1, "r1")) is builds[0]
+
+
+def test_a_failed_build_is_not_cached_and_the_next_miss_builds_again() -> None:
+    cache = ProviderCache()
+
+    def fail() -> MemoBandwidth:
+        raise RuntimeError("database went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        cache.get_or_build((1, "r1"), fail)
+    provider = MemoBandwidth(ProfileBandwidth("p", [], ()))
+    assert cache.get_or_build((1, "r1"), lambda: provider) is provider
 
 
 # --- through the API, on SQLite and PostgreSQL ------------------------------------------------

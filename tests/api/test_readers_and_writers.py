@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+import api.deps
 from api.deps import Runtime
 from profiles import repository
 from tests.api.conftest import AUTH, fixture_text
@@ -78,3 +80,27 @@ def test_every_read_answers_while_a_writer_holds_the_write_lock(
     after = reads(client)
     assert after["profile"]["description"] == "written"
     assert after["estimate"]["cluster"]["peak_tflops"] == 500
+
+
+def test_on_sqlite_writers_of_one_process_queue_and_give_up_with_503_after_the_busy_timeout(
+    client: TestClient, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not db_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL writers run side by side (row locks)")
+    assert client.post("/v1/profiles", json=PROFILE, headers=AUTH).status_code == 201
+    assert isinstance(client.app, FastAPI)
+    runtime: Runtime = client.app.state.runtime
+    monkeypatch.setattr(api.deps, "SQLITE_BUSY_TIMEOUT_S", 0.0)  # no wait: fail at once
+
+    def write(session: Session) -> None:
+        repository.update_profile(session=session, name="lab", changes={"description": "1st"})
+
+    with held_write(runtime.transaction, write):
+        refused = client.patch("/v1/profiles/lab", json={"description": "2nd"}, headers=AUTH)
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["retry-after"]
+        assert "busy" in refused.json()["detail"]
+        assert client.get("/v1/profiles/lab").status_code == 200  # readers never queue
+    assert client.get("/v1/profiles/lab").json()["description"] == "1st"
+    second = client.patch("/v1/profiles/lab", json={"description": "2nd"}, headers=AUTH)
+    assert second.status_code == 200, second.text
