@@ -283,13 +283,15 @@ class PostgresRevisions:
 
     PostgreSQL has no local signal of other sessions' commits, so this is a read; once a
     write is committed (and acknowledged), the next read here sees its revision. A profile
-    that does not exist is ``None``; when the database does not answer within
-    ``TIMEOUT_S``, the answer is a new token every time (the caller then reads through its
-    pool, which reports the outage). ``token`` uses a blocking connection (worker threads),
-    ``token_async`` an asyncio one bound to the running loop (no thread hop on the hot path).
+    that does not exist is ``None``. When the database does not answer within ``TIMEOUT_S``
+    the answer is a token equal to nothing, and so it is, without asking, for ``BACKOFF_S``
+    after (the caller then reads through its pool, which reports the outage). ``token`` uses a
+    blocking connection (worker threads), ``token_async`` an asyncio one bound to the running
+    loop (no thread hop on the hot path).
     """
 
-    TIMEOUT_S = 5.0
+    TIMEOUT_S = 2.0
+    BACKOFF_S = 1.0
     _QUERY = "SELECT revision FROM profiles WHERE name = %s"
 
     def __init__(self, url: URL) -> None:
@@ -299,20 +301,26 @@ class PostgresRevisions:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._async_lock: asyncio.Lock | None = None
         self._async_connection: Any = None
+        self._retry_at = 0.0
 
     def token(self, name: str) -> Hashable:
         """The profile's revision now, ``None`` if there is no such profile."""
         import psycopg
 
+        if time.monotonic() < self._retry_at:
+            return object()
         with self._lock:
             try:
                 if self._connection is None or self._connection.closed:
                     self._connection = psycopg.connect(
                         self._conninfo, autocommit=True, connect_timeout=int(self.TIMEOUT_S)
                     )
+                    timeout_ms = int(self.TIMEOUT_S * 1000)
+                    self._connection.execute(f"SET statement_timeout = {timeout_ms}")
                 row = self._connection.execute(self._QUERY, (name,)).fetchone()
             except psycopg.Error:
                 self._close()
+                self._retry_at = time.monotonic() + self.BACKOFF_S
                 return object()  # equal to nothing: no cached snapshot is trusted
             return None if row is None else str(row[0])
 
@@ -320,23 +328,26 @@ class PostgresRevisions:
         """:meth:`token` without blocking the running event loop."""
         import psycopg
 
+        if time.monotonic() < self._retry_at:
+            return object()
         loop = asyncio.get_running_loop()
         if self._loop is not loop or self._async_lock is None:  # a connection serves one loop
             self._drop_async()
             self._loop, self._async_lock = loop, asyncio.Lock()
-        async with self._async_lock:
-            try:
-                async with asyncio.timeout(self.TIMEOUT_S):
-                    if self._async_connection is None or self._async_connection.closed:
-                        self._async_connection = await psycopg.AsyncConnection.connect(
-                            self._conninfo, autocommit=True
-                        )
-                    cursor = await self._async_connection.execute(self._QUERY, (name,))
-                    row = await cursor.fetchone()
-            except (psycopg.Error, TimeoutError):
-                self._drop_async()
-                return object()
-            return None if row is None else str(row[0])
+        lock = self._async_lock
+        try:
+            async with asyncio.timeout(self.TIMEOUT_S), lock:  # the wait for the lock counts
+                if self._async_connection is None or self._async_connection.closed:
+                    self._async_connection = await psycopg.AsyncConnection.connect(
+                        self._conninfo, autocommit=True
+                    )
+                cursor = await self._async_connection.execute(self._QUERY, (name,))
+                row = await cursor.fetchone()
+        except (psycopg.Error, TimeoutError):
+            self._drop_async()
+            self._retry_at = time.monotonic() + self.BACKOFF_S
+            return object()
+        return None if row is None else str(row[0])
 
     def _drop_async(self) -> None:
         if self._async_connection is not None:
