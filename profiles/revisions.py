@@ -21,7 +21,7 @@ from __future__ import annotations
 from itertools import chain
 from typing import Any, Final
 
-from sqlalchemy import event, select, update
+from sqlalchemy import event, inspect, select, update
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -53,7 +53,10 @@ def _collect(session: Session, _flush_context: UOWTransaction) -> None:
             if obj not in session.new and obj not in session.deleted:
                 ids.add(obj.id)  # a new profile already has a fresh revision
         elif isinstance(obj, Point):
-            if obj.run_id is not None:
+            run = inspect(obj).dict.get("run")  # the loaded run, if any (no lazy load here)
+            if run is not None and run.profile_id is not None:
+                ids.add(run.profile_id)
+            elif obj.run_id is not None:
                 run_ids.add(obj.run_id)
         else:
             profile_id = getattr(obj, "profile_id", None)
