@@ -42,7 +42,7 @@ from profiles.db import (
     session_factory,
     upgrade_database,
 )
-from profiles.nominal import ensure_nominal_profiles
+from profiles.repository import ensure_nominal_profiles
 
 log = logging.getLogger("api")
 
