@@ -101,8 +101,14 @@ class LocalClient(Client):
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A unit of work, as the routes run one."""
+        """A write unit of work, as the routes run one."""
         with self.runtime().transaction() as session:
+            yield session
+
+    @contextmanager
+    def read_session(self) -> Iterator[Session]:
+        """A read unit of work, as the routes run one."""
+        with self.runtime().read_session() as session:
             yield session
 
     def authorize(self) -> None:
@@ -144,7 +150,7 @@ class LocalClient(Client):
             "POST /v1/checks",
             lambda: _json(
                 checks.create_check(
-                    request=request, profiles=self.profiles(), session_scope=self.session
+                    request=request, profiles=self.profiles(), session_scope=self.read_session
                 )
             ),
         )
@@ -220,7 +226,7 @@ class LocalClient(Client):
         from api.services import profiles
 
         def work() -> Any:
-            with self.session() as session:
+            with self.read_session() as session:
                 return _json(profiles.list_profiles(session=session))
 
         return self.call("GET /v1/profiles", work)
@@ -229,7 +235,7 @@ class LocalClient(Client):
         from api.services import profiles
 
         def work() -> Any:
-            with self.session() as session:
+            with self.read_session() as session:
                 return _json(profiles.get_profile(session=session, name=name))
 
         return self.call(f"GET /v1/profiles/{name}", work)
@@ -320,7 +326,7 @@ class LocalClient(Client):
             checked, errors = _errors(lambda: _NAME.validate_python(name), ("path", "name"))
             if checked is None:
                 raise _problem(request_problem(errors))
-            with self.session() as session:
+            with self.read_session() as session:
                 return _json(baselines.get_baseline(session=session, name=checked))
 
         return self.call(f"GET /v1/baselines/{name}", work)
