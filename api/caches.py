@@ -27,84 +27,21 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import Protocol
 
-import numpy as np
 from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session
 
-from estimator.bandwidth import BandwidthAnswer, Collective, Num, TrafficKind
+# ProfileSnapshot and its kin moved to api.snapshots (no SQLAlchemy there); importable here too.
+from api.snapshots import MemoBandwidth as MemoBandwidth
+from api.snapshots import PinnedProfile as PinnedProfile
+from api.snapshots import Profiles as Profiles
+from api.snapshots import ProfileSnapshot as ProfileSnapshot
+from api.snapshots import SessionScope as SessionScope
+from api.snapshots import snapshot_from_row
 from estimator.errors import NotFoundError
 from profiles import repository, revisions
-from profiles.bandwidth import ProfileBandwidth
 from profiles.db import ChangeSignal
 from profiles.models import Profile
-from profiles.nominal import NOMINAL_SPECS
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileSnapshot:
-    """What an estimate needs of a stored profile, read in one query."""
-
-    name: str
-    gpus_per_node: int
-    peak_tflops: float | None
-    peak_tflops_by_dtype: dict[str, float]
-    gpu_memory_bytes: int | None
-    utilization: float | None
-    utilization_source: str | None
-    nominal: bool
-    bandwidth: MemoBandwidth
-    memory_bandwidth_gbps: float | None = None  # nominal profiles: the HBM datasheet figure
-    memory_traffic_factor: float = 0.0  # nominal profiles: γ fitted with their u
-
-
-class MemoBandwidth:
-    """A BandwidthProvider that remembers scalar answers of the provider it wraps.
-
-    Answers of a profile's provider are a pure function of (kind, op, ranks, nodes, size) for
-    a given set of runs, and estimates ask the same few questions again and again; array
-    queries (plans) pass straight through. ``explain`` agrees with ``busbw_gbps`` as the
-    wrapped provider's do.
-    """
-
-    def __init__(self, provider: ProfileBandwidth, size: int = 4096) -> None:
-        self.provider = provider
-        self._size = size
-        self._busbw: dict[tuple[str, str, float, float, float], float] = {}
-        self._explain: dict[tuple[str, str, int, int, float], BandwidthAnswer] = {}
-
-    def busbw_gbps(
-        self, kind: TrafficKind, op: Collective, ranks: Num, nodes: Num, size_bytes: Num
-    ) -> Num:
-        if (
-            isinstance(ranks, np.ndarray)
-            or isinstance(nodes, np.ndarray)
-            or isinstance(size_bytes, np.ndarray)
-        ):
-            return self.provider.busbw_gbps(kind, op, ranks, nodes, size_bytes)
-        key = (kind.value, op.value, float(ranks), float(nodes), float(size_bytes))
-        value = self._busbw.get(key)
-        if value is None:
-            value = float(self.provider.busbw_gbps(kind, op, ranks, nodes, size_bytes))
-            if len(self._busbw) >= self._size:
-                self._busbw.clear()
-            self._busbw[key] = value
-        return value
-
-    def explain(
-        self, kind: TrafficKind, op: Collective, ranks: int, nodes: int, size_bytes: float
-    ) -> BandwidthAnswer:
-        key = (kind.value, op.value, int(ranks), int(nodes), float(size_bytes))
-        answer = self._explain.get(key)
-        if answer is None:
-            answer = self.provider.explain(kind, op, ranks, nodes, size_bytes)
-            if len(self._explain) >= self._size:
-                self._explain.clear()
-            self._explain[key] = answer
-        return answer
-
 
 ProviderKey = tuple[int, str]  # (profile id, revision)
 
@@ -168,7 +105,6 @@ class ProviderCache:
                 self._items.popitem(last=False)
 
 
-SessionScope = Callable[[], AbstractContextManager[Session]]
 ReadScope = Callable[[], AbstractContextManager[Session | Connection]]
 
 _SNAPSHOT = select(
@@ -216,24 +152,6 @@ class SnapshotCache:
         if len(self._items) >= self._size:
             self._items.clear()
         self._items[name] = (snapshot, token)
-
-
-class Profiles(Protocol):
-    """Where a request's ``cluster.profile`` is looked up."""
-
-    def profile(self, name: str) -> ProfileSnapshot: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PinnedProfile:
-    """One snapshot already at hand (answers for its own name only)."""
-
-    snapshot: ProfileSnapshot
-
-    def profile(self, name: str) -> ProfileSnapshot:
-        if name != self.snapshot.name:
-            raise NotFoundError(f"no profile named {name!r}", name=name)
-        return self.snapshot
 
 
 class ProfileSource:
@@ -298,17 +216,4 @@ def load_snapshot(
         provider = build()  # this transaction's own view: never cached
     else:
         provider = cache.get_or_build(key, build)
-    nominal = NOMINAL_SPECS.get(row.name) if row.nominal else None
-    return ProfileSnapshot(
-        name=row.name,
-        gpus_per_node=row.gpus_per_node,
-        peak_tflops=row.peak_tflops,
-        peak_tflops_by_dtype=dict(row.by_dtype or {}),
-        gpu_memory_bytes=row.gpu_memory_bytes,
-        utilization=row.utilization,
-        utilization_source=row.utilization_source,
-        nominal=bool(row.nominal),
-        bandwidth=provider,
-        memory_bandwidth_gbps=getattr(nominal, "memory_bandwidth_gbps", None),
-        memory_traffic_factor=float(getattr(nominal, "memory_traffic_factor", 0.0)),
-    )
+    return snapshot_from_row(row, provider)

@@ -2,7 +2,7 @@
 
 Keyword-only functions turn the API's request schemas into the estimator's typed specs
 (``ModelSpec``, ``TrainingSpec``, ``LayoutSpec``, ``ClusterSpec``) and resolve a cluster from a
-stored profile (through a :class:`~api.caches.Profiles` source) or from explicit figures.
+stored profile (through a :class:`~api.snapshots.Profiles` source) or from explicit figures.
 Every choice made for the user is written into ``ResolvedCluster.notes`` (the answer's
 ``assumptions``); nothing is filled in silently. No HTTP in here.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields, replace
 
-from api.caches import Profiles
 from api.schemas import (
     GB,
     CalibrationEstimateIn,
@@ -21,6 +20,7 @@ from api.schemas import (
     ModelIn,
     TrainingIn,
 )
+from api.snapshots import Profiles
 from estimator import (
     ClusterSpec,
     Estimate,

@@ -22,6 +22,7 @@ vendor figure): they only shape the curves below ~1 MiB.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -204,3 +205,10 @@ def _spec(name: str) -> NominalSpec:
 def nominal_bandwidth(name: str) -> ProfileBandwidth:
     """A nominal profile's bandwidth provider; needs no database."""
     return ProfileBandwidth(name, (), nominal_curves(name))
+
+
+def profile_bandwidth(name: str, *, nominal: bool, curves: Sequence[RunCurve]) -> ProfileBandwidth:
+    """A stored profile's provider: its runs' curves, over the nominal curves if it is one of
+    the nominal profiles."""
+    fallback = nominal_curves(name) if nominal and name in NOMINAL_SPECS else ()
+    return ProfileBandwidth(name, curves, fallback)

@@ -38,7 +38,7 @@ from profiles.models import (
     Run,
     Upload,
 )
-from profiles.nominal import NOMINAL_SPECS, nominal_curves
+from profiles.nominal import NOMINAL_SPECS, profile_bandwidth
 from profiles.parsed import ParsedRun
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -507,10 +507,7 @@ def load_bandwidth(*, session: Session, profile_name: str) -> ProfileBandwidth:
         )
         if curve is not None:
             curves.append(curve)
-    nominal: tuple[RunCurve, ...] = ()
-    if profile.nominal and profile.name in NOMINAL_SPECS:
-        nominal = nominal_curves(profile.name)
-    return ProfileBandwidth(profile.name, curves, nominal)
+    return profile_bandwidth(profile.name, nominal=profile.nominal, curves=curves)
 
 
 # --- calibrations ---------------------------------------------------------------------------

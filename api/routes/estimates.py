@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from api.caches import PinnedProfile
 from api.deps import RuntimeDep
 from api.problems import problem_responses
 from api.schemas import EstimateRequest, EstimateResponse
 from api.services import estimates as service
+from api.snapshots import PinnedProfile
 
 router = APIRouter(prefix="/v1", tags=["estimates"])
 

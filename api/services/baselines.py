@@ -5,9 +5,9 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from api import scenario
-from api.caches import Profiles
 from api.schemas import BaselinePut, BaselineRead, BaselineWritten, Members
 from api.services.estimates import estimate_response
+from api.snapshots import Profiles
 from profiles import repository
 
 

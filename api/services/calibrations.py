@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from sqlalchemy.orm import Session
 
-from api.caches import Profiles
 from api.scenario import prepare
 from api.schemas import (
     CalibrationEstimateIn,
@@ -17,6 +16,7 @@ from api.schemas import (
     Members,
     finite_answer,
 )
+from api.snapshots import Profiles
 from estimator import Scenario, estimate
 from estimator.errors import ValidationError
 from profiles import repository

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 from api import scenario
-from api.caches import Profiles, SessionScope
 from api.schemas import BaselineHeld, CheckRequest, CheckResponse, Members, finite_answer
-from api.services.baselines import get_baseline
 from api.services.estimates import estimate_response
+from api.snapshots import Profiles, SessionScope
 from estimator.errors import ValidationError
 
 DEFAULT_TOLERANCE = 0.05
@@ -31,6 +30,9 @@ def create_check(
         )
     baseline: BaselineHeld | None = None
     if name is not None:
+        # the database layer is loaded only when a baseline is read (a budget check needs none)
+        from api.services.baselines import get_baseline
+
         with session_scope() as session:
             stored = get_baseline(session=session, name=name)
         tolerance = DEFAULT_TOLERANCE if request.tolerance is None else request.tolerance

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from api import scenario
-from api.caches import Profiles
 from api.schemas import EstimateRequest, EstimateResponse, finite_answer
+from api.snapshots import Profiles
 
 
 def estimate_response(*, answer: scenario.Answer) -> EstimateResponse:

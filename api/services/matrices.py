@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from api.caches import Profiles
 from api.scenario import figures, prepare
 from api.schemas import LayoutIn, TrafficMatrixRequest, TrafficMatrixResponse, finite_answer
+from api.snapshots import Profiles
 from estimator import Algorithm, Estimate, SparseTraffic, estimate, estimate_traffic
 from estimator.bandwidth import FloatArray
 from estimator.errors import LimitError

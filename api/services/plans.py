@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from api.caches import Profiles
 from api.scenario import cluster_spec, figures, model_spec
 from api.schemas import (
     ClusterOut,
@@ -16,6 +15,7 @@ from api.schemas import (
     PlanResponse,
     finite_answer,
 )
+from api.snapshots import Profiles
 from estimator import TERMS, Recompute, TrainingSpec, plan
 from estimator.errors import ValidationError
 

@@ -7,7 +7,6 @@ import math
 
 from sqlalchemy.orm import Session
 
-from api.caches import ProfileSnapshot
 from api.schemas import (
     BandwidthResponse,
     CurveOut,
@@ -21,6 +20,7 @@ from api.schemas import (
     UploadResponse,
     finite_answer,
 )
+from api.snapshots import ProfileSnapshot
 from estimator.bandwidth import Collective, TrafficKind, bus_factor
 from estimator.errors import ValidationError
 from profiles import repository
