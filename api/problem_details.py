@@ -16,7 +16,6 @@ import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
@@ -56,6 +55,8 @@ def problem_type(error: type[CommestError] | None, status: int) -> str:
             slug = "".join(f"-{c.lower()}" if c.isupper() else c for c in name).lstrip("-")
             _SLUGS[error] = slug
         return TYPE_PREFIX + slug
+    from http import HTTPStatus  # an error path: not imported on the way to an answer
+
     try:
         phrase = HTTPStatus(status).phrase
     except ValueError:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from http import HTTPStatus
 from typing import Any
 
 REMOTE_TIMEOUT_S = 120.0
@@ -44,6 +43,8 @@ class Unreachable(Exception):
 
 
 def _reason(status: int) -> str:
+    from http import HTTPStatus  # an error path: not imported on the way to an answer
+
     try:
         return HTTPStatus(status).phrase
     except ValueError:

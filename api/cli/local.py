@@ -18,13 +18,13 @@ from pydantic import ValidationError as PydanticValidationError
 
 from api.cli.client import Client, Problem
 from api.problem_details import ProblemDetails, problem_of, request_problem
-from api.settings import Settings
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from api.caches import Profiles
     from api.deps import Runtime
+    from api.settings import Settings
+    from api.snapshots import Profiles, ProfileSnapshot
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -96,8 +96,8 @@ class LocalClient(Client):
         return runtime
 
     def profiles(self) -> Profiles:
-        """Where ``cluster.profile`` is looked up (the database is opened on first use)."""
-        return _LazyProfiles(self)
+        """Where ``cluster.profile`` is looked up (see :class:`_LocalProfiles`)."""
+        return _LocalProfiles(self)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -344,12 +344,20 @@ class _PathName:
 _NAME = _PathName()
 
 
-class _LazyProfiles:
-    """The runtime's profiles, the database started only when a profile is asked for (an
-    estimate with explicit bandwidths never opens it)."""
+class _LocalProfiles:
+    """Profiles for a local command: straight from the SQLite file when it can answer
+    (``api.cli.sqlite_profiles``: no SQLAlchemy), else the server's own path, the database
+    started first. An estimate with explicit bandwidths asks for none and opens nothing."""
 
     def __init__(self, client: LocalClient) -> None:
         self.client = client
 
-    def profile(self, name: str) -> Any:
+    def profile(self, name: str) -> ProfileSnapshot:
+        from api.cli.sqlite_profiles import SqliteProfiles, sqlite_file
+
+        path = sqlite_file(self.client.settings.resolved_database_url)
+        if path is not None:
+            snapshot = SqliteProfiles(path).profile(name)
+            if snapshot is not None:
+                return snapshot
         return self.client.runtime().profiles().profile(name)

@@ -943,3 +943,177 @@ def test_every_verb_answers_locally_as_the_server_does(
     # what one side wrote, the other reads the same
     for args in (("profile", "list", "--format", "json"), ("baseline", "show", "remote-base")):
         _agree(*_both(server, *args))
+
+
+def test_a_bad_commest_variable_exits_2_naming_it(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMMEST_MAX_PLAN_LAYOUTS", "lots")
+    get_settings.cache_clear()
+    result = run("estimate", "--request", str(EXAMPLES / "estimate-paper-scalar-c.json"))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: COMMEST_MAX_PLAN_LAYOUTS='lots': ")
+
+
+# --------------------------------------------------------------------------- the SQLite fast path
+
+
+@pytest.fixture
+def started_sqlite(tmp_path: Path) -> Iterator[Path]:
+    """A SQLite file started as the server starts one, with a custom profile without runs
+    and one with an uploaded run."""
+    from api.deps import Runtime
+    from api.settings import Settings
+    from profiles import repository
+
+    path = tmp_path / "fast.sqlite3"
+    runtime = Runtime(Settings(database_url=f"sqlite:///{path}", data_dir=tmp_path / "data"))
+    try:
+        runtime.start()
+        with runtime.transaction() as session:
+            repository.create_profile(
+                session=session,
+                name="lab",
+                gpu_model="H100",
+                gpus_per_node=8,
+                peak_tflops=989.0,
+                peak_tflops_by_dtype={"fp8": 1979.0},
+                gpu_memory_bytes=80 * 10**9,
+                utilization=0.4,
+                utilization_source="given",
+            )
+            repository.create_profile(
+                session=session, name="lab-runs", gpu_model="A100", gpus_per_node=8
+            )
+            repository.upload_runs(
+                session=session, profile_name="lab-runs", text=_nccl_all_reduce_text()
+            )
+    finally:
+        runtime.close()
+    yield path
+
+
+def _server_snapshot(path: Path, name: str) -> Any:
+    """The snapshot the server reads (api.caches, through SQLAlchemy)."""
+    from api.caches import ProviderCache, load_snapshot
+    from profiles.db import make_engine
+
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as connection:
+            return load_snapshot(connection=connection, name=name, cache=ProviderCache())
+    finally:
+        engine.dispose()
+
+
+def test_the_sqlite_reader_agrees_with_the_servers_snapshot(started_sqlite: Path) -> None:
+    from dataclasses import fields
+
+    from api.cli.sqlite_profiles import SqliteProfiles
+    from estimator.bandwidth import Collective, TrafficKind
+    from profiles.nominal import NOMINAL_SPECS
+
+    reader = SqliteProfiles(started_sqlite)
+    for name in [*NOMINAL_SPECS, "lab"]:
+        fast, server = reader.profile(name), _server_snapshot(started_sqlite, name)
+        assert fast is not None, name
+        for field in fields(fast):
+            if field.name != "bandwidth":
+                assert getattr(fast, field.name) == getattr(server, field.name), field.name
+        for op in (Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.ALLTOALL):
+            for ranks, nodes in ((8, 1), (64, 8)):
+                for size in (1e3, 1e6, 1e9):
+                    try:
+                        expected = server.bandwidth.explain(TrafficKind.DP, op, ranks, nodes, size)
+                    except Exception as exc:  # a profile without curves answers nothing
+                        with pytest.raises(type(exc)):
+                            fast.bandwidth.explain(TrafficKind.DP, op, ranks, nodes, size)
+                        continue
+                    assert fast.bandwidth.explain(TrafficKind.DP, op, ranks, nodes, size) == (
+                        expected
+                    )
+    assert reader.profile("lab") is not None
+    assert reader.profile("lab-runs") is None  # runs: the server's path builds the provider
+    assert reader.profile("no-such-profile") is None  # the server's path names the error
+
+
+def test_the_sqlite_reader_answers_only_a_started_database(
+    started_sqlite: Path, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    from api.cli.sqlite_profiles import SqliteProfiles
+
+    missing = tmp_path / "absent.sqlite3"
+    assert SqliteProfiles(missing).profile("dgx-a100-nominal") is None
+    assert not missing.exists()  # never created
+    connection = sqlite3.connect(started_sqlite, isolation_level=None)
+    try:
+        connection.execute("DELETE FROM profiles WHERE name = 'dgx-h100-nominal'")
+        assert SqliteProfiles(started_sqlite).profile("dgx-a100-nominal") is None  # not started
+        connection.execute("UPDATE alembic_version SET version_num = 'older'")
+        assert SqliteProfiles(started_sqlite).profile("lab") is None
+    finally:
+        connection.close()
+
+
+def test_the_snapshot_columns_are_the_servers() -> None:
+    import sqlite3
+
+    from api.caches import _SNAPSHOT
+    from api.cli.sqlite_profiles import SNAPSHOT_SQL
+    from api.snapshots import SNAPSHOT_COLUMNS
+
+    assert tuple(c.name for c in _SNAPSHOT.selected_columns) == SNAPSHOT_COLUMNS
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.execute(
+            "CREATE TABLE profiles (id, revision, name, gpus_per_node, peak_tflops,"
+            " peak_flops_json, gpu_memory_bytes, utilization, utilization_source, nominal)"
+        )
+        connection.execute("CREATE TABLE runs (profile_id)")
+        cursor = connection.execute(SNAPSHOT_SQL, ("x",))
+        assert tuple(d[0] for d in cursor.description) == (*SNAPSHOT_COLUMNS, "has_runs")
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "allowed"),
+    [
+        (("estimate", "--request", str(ESTIMATE_EXAMPLE)), set()),
+        (("estimate", "--request", str(EXAMPLES / "estimate-paper-scalar-c.json")), set()),
+        (("check", "--request", str(ESTIMATE_EXAMPLE), "--max-iteration-time", "100"), set()),
+        (("estimate", "--request", str(ESTIMATE_EXAMPLE), "--format", "table"), {"rich"}),
+    ],
+)
+def test_a_local_estimate_loads_no_web_database_or_plotting_library(
+    env: Path, args: tuple[str, ...], allowed: set[str]
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    assert run("estimate", "--request", str(ESTIMATE_EXAMPLE)).exit_code == 0  # started
+    probe = (
+        "import sys\n"
+        "from api.cli import main\n"
+        f"sys.argv = ['commest', *{list(args)!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    assert not done.code, done.code\n"
+        "heavy = ('sqlalchemy', 'alembic', 'fastapi', 'starlette', 'uvicorn', 'httpx',\n"
+        "         'matplotlib', 'rich', 'pydantic_settings')\n"
+        "print('LOADED', *(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=dict(os.environ),
+    )
+    loaded = set(done.stdout.strip().splitlines()[-1].split()[1:])
+    assert loaded == allowed, done.stderr
