@@ -28,6 +28,7 @@ class Breakdown:
     bubble_s: float
     embedding_sync_s: float
     expert_s: float
+    optimizer_s: float = 0.0  # the optimizer step (detailed fidelity)
 
     @property
     def iteration_s(self) -> float:
@@ -163,6 +164,8 @@ def run_kernel(scenario: Scenario) -> KernelResult:
         gpu_memory_bytes=c.gpu_memory_bytes,
         memory_bandwidth_gbps=c.memory_bandwidth_gbps,
         memory_traffic_factor=c.memory_traffic_factor,
+        gemm_traffic_factor=c.gemm_traffic_factor,
+        fp8_utilization=c.fp8_utilization,
     )
 
 
