@@ -91,9 +91,10 @@ DGXC_H100_GPT3_BF16_MAX_PCT = 2.0
 
 
 def test_h100_dgxc_runs_are_predicted_from_the_a100_fit(report) -> None:
-    dgxc = report.by_source["nvidia_dgxc_benchmarking"]
-    assert dgxc.rows == 16
-    assert dgxc.mean_abs_error_pct <= DGXC_H100_MEAN_PCT
+    # The GPT-3 175B and Nemotron-4 rows (the recipes' dense runs without context parallelism).
+    dgxc = [r for r in report.rows if r.id.startswith(("dgxc_gpt3_", "dgxc_nemotron4_"))]
+    assert len(dgxc) == 16
+    assert sum(abs(r.error_pct) for r in dgxc) / len(dgxc) <= DGXC_H100_MEAN_PCT
     gpt3_bf16 = [r for r in report.rows if r.id.startswith("dgxc_gpt3_175b_bf16")]
     assert len(gpt3_bf16) == 5
     assert max(abs(r.error_pct) for r in gpt3_bf16) <= DGXC_H100_GPT3_BF16_MAX_PCT
