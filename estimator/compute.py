@@ -34,9 +34,10 @@ from estimator.specs import ModelSpec
 # reach ~85-90 % on A100 and H100); used for work whose bytes are counted exactly (optimizer,
 # gradient accumulation, casts, cross-entropy, token permutation).
 HBM_EFFICIENCY = 0.85
-# Vocabulary-parallel cross entropy in fp32: about six passes over the logits (upcast, max,
-# exp-sum, log-probability, gradient write and read), 4 B each (ours).
-CROSS_ENTROPY_BYTES_PER_LOGIT = 24.0
+# Cross entropy over the logits in fp32 (ours, counted from the elementary passes): upcast
+# (read 2, write 4), max and exp-sum (read 4 twice), log-probabilities (write 4), gradient
+# (read 4, write 4), cast back (read 4, write 2): 32 B per logit.
+CROSS_ENTROPY_BYTES_PER_LOGIT = 32.0
 # FP8 casts per element of a GEMM input (activation forward, output gradient backward): read
 # 2 B, write 1 B, plus a 1 B transposed copy for the weight gradient (Transformer Engine).
 FP8_CAST_BYTES = 4.0
@@ -44,6 +45,16 @@ FP8_CAST_BYTES = 4.0
 # recomputes the scores, 2.5x the forward FLOPs (Dao et al. 2022, 2023).
 FLASH_CAUSAL_FRACTION = 0.5
 FLASH_BACKWARD_RATIO = 2.5
+# Eager PyTorch (no fused kernels, no torch.compile) in a Llama-style block (RMSNorm, RoPE, gated
+# FFN): extra HBM passes over token x h elements per layer and forward pass, beyond the fused
+# kernels γ stands for (ours, counted from the elementary ops: an RMSNorm upcasts, squares,
+# averages, scales and casts back, ~16 passes where a fused kernel reads and writes once: 14
+# more, twice per layer; RoPE rotates Q and K through complex views, ~4 more passes over them;
+# the gated activation writes and re-reads its f-wide SiLU output, 2·f/h more). The backward
+# pass moves twice that. Blocks with LayerNorm and an ungated activation (GPT) run the same
+# single kernels eager or fused.
+EAGER_NORM_PASSES = 14.0
+EAGER_ROPE_PASSES = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +68,8 @@ class Roofline:
     hbm_bytes_per_s: float  # datasheet HBM bandwidth; 0 when unknown (no memory-side terms)
     gemm_traffic_factor: float  # c
     elementwise_factor: float  # γ
+    attention_efficiency: float = 1.0  # the attention kernel's efficiency relative to u
+    fused_elementwise: bool = True  # False: eager PyTorch (EAGER_* extra passes)
 
     @property
     def high_precision_peak(self) -> float:
@@ -80,6 +93,11 @@ class Roofline:
         if not self.hbm_bytes_per_s or not factor:
             return 0.0 * nbytes
         return factor * nbytes / self.hbm_bytes_per_s
+
+
+def _where_sp(sp: Num, t: Num) -> Num:
+    """t where sequence parallelism shards the norms, else 1 (sp is a 0/1 flag)."""
+    return sp * t + (1.0 - sp)
 
 
 def gemm_s(
@@ -196,6 +214,15 @@ def layer_times(
         cast_elements = cast_elements + tokens * (h + gated * f / t + f / t + h)
     if fp8:
         extra = extra + roof.stream_s(FP8_CAST_BYTES * cast_elements)
+    if not roof.fused_elementwise and model.swiglu:
+        f_act = float(model.expert_ffn if moe else model.ffn) * (
+            float(model.moe_top_k) if moe else 1.0
+        )
+        # The norms run on the sequence shard under SP (else on every TP rank); RoPE on this
+        # rank's heads; the gated activation on this rank's 1/t of the FFN.
+        norms = 2.0 * EAGER_NORM_PASSES * h / _where_sp(sp, t)
+        rope_ffn = (EAGER_ROPE_PASSES * (h + kv) + 2.0 * f_act) / t
+        extra = extra + roof.stream_s((norms + rope_ffn) * tokens * beta)
 
     # Attention core, per GPU: b·a/t heads of (s/cp) queries against s keys.
     s_q = s / cp
@@ -204,8 +231,11 @@ def layer_times(
     if flash:
         fwd_flops = 2.0 * scores * FLASH_CAUSAL_FRACTION
         io = beta * (2.0 * tokens * h / t + 2.0 * b * s * kv / t)  # Q, O; K, V
-        attention_fwd = fwd_flops / (u * hi_peak) + roof.traffic_s(io, roof.gemm_traffic_factor)
-        attention_bwd = FLASH_BACKWARD_RATIO * fwd_flops / (u * hi_peak) + roof.traffic_s(
+        u_attention = u * roof.attention_efficiency
+        attention_fwd = fwd_flops / (u_attention * hi_peak) + roof.traffic_s(
+            io, roof.gemm_traffic_factor
+        )
+        attention_bwd = FLASH_BACKWARD_RATIO * fwd_flops / (u_attention * hi_peak) + roof.traffic_s(
             2.0 * io, roof.gemm_traffic_factor
         )
     else:

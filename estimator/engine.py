@@ -166,6 +166,7 @@ def run_kernel(scenario: Scenario) -> KernelResult:
         memory_traffic_factor=c.memory_traffic_factor,
         gemm_traffic_factor=c.gemm_traffic_factor,
         fp8_utilization=c.fp8_utilization,
+        flash2_efficiency=c.flash2_efficiency,
     )
 
 

@@ -43,6 +43,14 @@ Sources, per flag (dates from the Megatron-LM git history):
   flattens a layer into one parameter (1); DeepSpeed ZeRO-3 gathers per sub-module.
 - ``pp_scatter_gather``: Megatron's scatter/gather of pipeline sends over the TP group (SC21
   §4.1); DeepSpeed's pipeline engine sends whole activations.
+- ``attention_kernel``: ``fused`` (Transformer Engine / cuDNN fused attention, FlashAttention-3:
+  kernels written for the GPU generation) or ``flash2`` (FlashAttention-2, as PyTorch SDPA and
+  the flash-attn 2 package run it). FA2 reaches about half of what FA3/cuDNN reach on Hopper
+  (Shah et al. 2024, FlashAttention-3, §4.1: ~35 % vs ~75 % of the H100 peak); the GPU side of
+  that factor is ``ClusterSpec.flash2_efficiency``.
+- ``fused_elementwise``: layer norms, RoPE and the gated activation run as fused kernels
+  (Megatron/TE fused kernels, ``torch.compile``); off, eager PyTorch moves them through HBM once
+  per elementary op (``estimator.compute.EAGER_EXTRA_PASSES``).
 - ``optimizer_bytes_per_parameter``: HBM bytes the optimizer step moves per parameter it owns
   (ours): fused Adam reads the fp32 gradient, master weight, m and v (16 B), writes master, m, v
   (12 B) and the 16-bit weight (2 B); gradient-norm clipping reads the gradient again (4 B) and
@@ -92,8 +100,16 @@ class Framework:
     pp_scatter_gather: bool = True
     zero3_gathers_per_layer: int = 1
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
+    attention_kernel: str = "fused"
+    fused_elementwise: bool = True
 
     def __post_init__(self) -> None:
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValidationError(
+                "training.framework.attention_kernel",
+                self.attention_kernel,
+                f"must be one of {', '.join(ATTENTION_KERNELS)}",
+            )
         if self.zero3_gathers_per_layer < 1:
             raise ValidationError(
                 "training.framework.zero3_gathers_per_layer",
@@ -112,7 +128,7 @@ class Framework:
         """HBM bytes per parameter and micro-batch to accumulate the weight gradient."""
         return FUSED_ACCUMULATION_BYTES if self.grad_accum_fusion else UNFUSED_ACCUMULATION_BYTES
 
-    def replace(self, **flags: bool | int | float) -> Framework:
+    def replace(self, **flags: bool | int | float | str) -> Framework:
         """The same framework with some flags overridden (unknown names are an error)."""
         unknown = sorted(set(flags) - set(FRAMEWORK_FLAGS))
         if unknown:
@@ -129,7 +145,7 @@ class Framework:
                 )
         return dataclasses.replace(self, **flags)  # type: ignore[arg-type]
 
-    def flags(self) -> dict[str, bool | int | float]:
+    def flags(self) -> dict[str, bool | int | float | str]:
         """Every behaviour flag with its value."""
         return {name: getattr(self, name) for name in FRAMEWORK_FLAGS}
 
@@ -142,9 +158,12 @@ class Framework:
             f"off: {', '.join(off) or 'none'}; ZeRO-3 gathers per layer "
             f"{self.zero3_gathers_per_layer}; optimizer step "
             f"{self.optimizer_bytes_per_parameter:g} B/parameter through HBM; gradient "
-            f"accumulation {self.accumulation_bytes_per_parameter:g} B/parameter per micro-batch"
+            f"accumulation {self.accumulation_bytes_per_parameter:g} B/parameter per micro-batch; "
+            f"attention kernel {self.attention_kernel}"
         )
 
+
+ATTENTION_KERNELS = ("fused", "flash2")
 
 FRAMEWORK_FLAGS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Framework) if f.name not in ("name", "description")
@@ -226,6 +245,8 @@ _PRESETS = (
         overlap_grad_reduce=True,
         overlap_param_gather=True,
         grad_reduce_per_microbatch=True,
+        attention_kernel="flash2",
+        fused_elementwise=False,
     ),
 )
 

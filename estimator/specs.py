@@ -345,6 +345,10 @@ class ClusterSpec:
     # (fraction of the FP8 peak); None: the same u as 16-bit GEMMs.
     gemm_traffic_factor: float = 0.0
     fp8_utilization: float | None = None
+    # FlashAttention-2's efficiency relative to the GEMMs' on this GPU: 1 where FA2 was written
+    # for the generation (Ampere), about 0.5 on Hopper (Shah et al. 2024, FlashAttention-3 §4.1).
+    # Used when the framework's attention kernel is flash2.
+    flash2_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
@@ -360,6 +364,13 @@ class ClusterSpec:
                 None,
                 "is needed when gemm_traffic_factor > 0",
                 hint="give the GPU's HBM bandwidth or a gpu preset",
+            )
+        _positive_float("cluster.flash2_efficiency", self.flash2_efficiency)
+        if self.flash2_efficiency > 1:
+            raise ValidationError(
+                "cluster.flash2_efficiency",
+                self.flash2_efficiency,
+                "must be in (0, 1]: FlashAttention-2's efficiency relative to the GEMMs",
             )
         if self.fp8_utilization is not None:
             _positive_float("cluster.fp8_utilization", self.fp8_utilization)

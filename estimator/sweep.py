@@ -120,6 +120,7 @@ def evaluate_layouts(
         memory_traffic_factor=cluster.memory_traffic_factor,
         gemm_traffic_factor=cluster.gemm_traffic_factor,
         fp8_utilization=cluster.fp8_utilization,
+        flash2_efficiency=cluster.flash2_efficiency,
     )
     n = len(layouts)
     terms = {

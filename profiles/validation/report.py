@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 
 import numpy as np
+import numpy.typing as npt
 
 from estimator import (
     ClusterSpec,
@@ -60,10 +61,12 @@ class TrainingFamily:
 
 # The declared training subset (issue 11's honesty rule). Everything else is out of sample.
 _FAMILY_RULES: dict[str, Callable[[PublishedRun], bool]] = {
-    "sc21_table1": lambda r: r.source == "narayanan2021_sc21"
-    and r.source_ref.startswith("Table 1"),
-    "dgxc_dense": lambda r: r.source == "nvidia_dgxc_benchmarking"
-    and not r.scenario_inputs[0].is_moe,
+    "sc21_table1": lambda r: (
+        r.source == "narayanan2021_sc21" and r.source_ref.startswith("Table 1")
+    ),
+    "dgxc_dense": lambda r: (
+        r.source == "nvidia_dgxc_benchmarking" and not r.scenario_inputs[0].is_moe
+    ),
 }
 TRAINING: tuple[TrainingFamily, ...] = (
     TrainingFamily(
@@ -183,8 +186,7 @@ class ValidationReport:
 
     def to_table(self) -> str:
         lines = [
-            f"{'run':<44} {'source':<26} {'framework':<17} {'pred s':>9} {'meas s':>9} "
-            f"{'err %':>7}"
+            f"{'run':<44} {'source':<26} {'framework':<17} {'pred s':>9} {'meas s':>9} {'err %':>7}"
         ]
         for r in self.rows:
             mark = " *" if r.fit_rows and "leave" in r.fitted_on else ""
@@ -277,6 +279,7 @@ _FLAG_MAP: dict[str, tuple[str, ...]] = {
     "overlap_p2p_comm": ("overlap_p2p",),
     "pp_scatter_gather": ("pp_scatter_gather",),
     "fsdp2_prefetch": ("fsdp_prefetch",),
+    "torch_compile": ("fused_elementwise",),
 }
 # Flags a non-blank overlap_flags cell turns off when it does not list them (the cell is the
 # run's complete list of communication overlaps).
@@ -421,6 +424,7 @@ def scenario_for(
         memory_traffic_factor=memory_traffic_factor,
         gemm_traffic_factor=gemm_traffic_factor,
         fp8_utilization=fp8_utilization,
+        flash2_efficiency=gpu.flash2_efficiency,
     )
     return Scenario(model, training, layout, cluster)
 
@@ -452,8 +456,10 @@ def fit_constants(
         return theta
     measured = np.array([r.measured_s for r in runs])
 
-    def residuals(values: dict[str, float]) -> np.ndarray:
-        return np.array([predict(r, values) for r in runs]) / measured - 1.0
+    def residuals(values: dict[str, float]) -> npt.NDArray[np.float64]:
+        predicted = np.array([predict(r, values) for r in runs], dtype=np.float64)
+        out: npt.NDArray[np.float64] = predicted / measured - 1.0
+        return out
 
     res = residuals(theta)
     for _ in range(iterations):
@@ -495,9 +501,7 @@ def fit_constants(
             scale /= 2.0
         else:
             break
-        converged = all(
-            abs(trial[n] - theta[n]) <= 1e-7 * max(abs(theta[n]), 1e-3) for n in free
-        )
+        converged = all(abs(trial[n] - theta[n]) <= 1e-7 * max(abs(theta[n]), 1e-3) for n in free)
         theta, res = trial, trial_res
         if converged:
             break
@@ -525,16 +529,21 @@ def fit_training(
     return theta, seen
 
 
+def _group_filter(family: TrainingFamily, group: str) -> Callable[[PublishedRun], bool]:
+    """Rows of one group of a training family (left out together)."""
+
+    def left_out(run: PublishedRun) -> bool:
+        return family.contains(run) and family.group_of(run) == group
+
+    return left_out
+
+
 def kinds_of(run: PublishedRun) -> tuple[str, ...]:
     """The row's kinds for the per-kind summary."""
-    model, training, layout = run.scenario_inputs
+    model, training, _layout = run.scenario_inputs
     fw = training.software.name
     trainer = (
-        "fsdp-style"
-        if fw == "fsdp"
-        else "deepspeed"
-        if fw == "deepspeed"
-        else "megatron-style"
+        "fsdp-style" if fw == "fsdp" else "deepspeed" if fw == "deepspeed" else "megatron-style"
     )
     precision = "fp8" if training.precision is Precision.FP8 else "16-bit"
     return (
@@ -564,10 +573,7 @@ def run_validation(text: str | None = None) -> ValidationReport:
             group = family.group_of(run)
             key = f"{family.name}:{group}"
             if key not in held_out_fits:
-                held_out_fits[key] = fit_training(
-                    runs,
-                    lambda r, fam=family, grp=group: fam.contains(r) and fam.group_of(r) == grp,
-                )
+                held_out_fits[key] = fit_training(runs, _group_filter(family, group))
             constants, seen = held_out_fits[key]
             how = "row" if group == run.id else f"group {group!r}"
             fitted_on = f"training subset without {family.name} {how} (leave-{how}-out)"
