@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from estimator.bandwidth import Collective, TrafficKind, bus_factor
+from estimator.bandwidth import (
+    BandwidthAnswer,
+    BandwidthProvider,
+    Collective,
+    TrafficKind,
+    bus_factor,
+)
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
 from estimator.specs import RECOMPUTE_CODE, Fidelity, Recompute, Scenario
 from estimator.traffic import (
@@ -44,7 +50,12 @@ class Breakdown:
 
 @dataclass(frozen=True, slots=True)
 class CollectiveUse:
-    """One collective of the iteration: what the bandwidth provider was asked and answered."""
+    """One collective of the iteration: what the bandwidth provider was asked and answered.
+
+    ``method`` and ``source`` (the answer's provenance) are asked of the provider when first
+    read, not while estimating: most callers of the engine (sweeps, fits, checks) never read
+    them, and the explanation costs more than the number.
+    """
 
     kind: TrafficKind  # the group it runs over (and whose bandwidth it gets)
     term: str  # the breakdown term its time is charged to
@@ -54,10 +65,28 @@ class CollectiveUse:
     size_bytes: float
     calls_per_iteration: float
     busbw_gbps: float
-    method: str
-    source: str
     time_per_call_s: float
     link_time_s: float
+    provider: BandwidthProvider = field(repr=False, compare=False)
+    _answer: list[BandwidthAnswer] = field(default_factory=list, repr=False, compare=False)
+
+    def explain(self) -> BandwidthAnswer:
+        """The provider's answer for this collective, with its provenance (asked once)."""
+        if not self._answer:
+            self._answer.append(
+                self.provider.explain(self.kind, self.op, self.ranks, self.nodes, self.size_bytes)
+            )
+        return self._answer[0]
+
+    @property
+    def method(self) -> str:
+        """How the bandwidth was obtained (fixed, measured, interpolated, ..., nominal)."""
+        return self.explain().method
+
+    @property
+    def source(self) -> str:
+        """Which run or figure the bandwidth came from."""
+        return self.explain().source
 
     @property
     def bytes_per_iteration(self) -> float:
@@ -181,9 +210,6 @@ def estimate(scenario: Scenario) -> Estimate:
         ranks = int(call.ranks)
         if count == 0.0 or ranks <= 1 or float(call.size_bytes) == 0.0:
             continue
-        answer = scenario.cluster.bandwidth.explain(
-            call.kind, call.op, ranks, int(call.nodes), float(call.size_bytes)
-        )
         use = CollectiveUse(
             kind=call.kind,
             term=call.term,
@@ -193,10 +219,9 @@ def estimate(scenario: Scenario) -> Estimate:
             size_bytes=float(call.size_bytes),
             calls_per_iteration=count,
             busbw_gbps=float(call.busbw_gbps),
-            method=answer.method,
-            source=answer.source,
             time_per_call_s=float(call.time_per_call_s),
             link_time_s=float(call.time_per_call_s) * count,
+            provider=scenario.cluster.bandwidth,
         )
         uses.append(use)
         traffic[call.kind.value] += use.bytes_per_iteration

@@ -19,6 +19,7 @@ import numpy as np
 from estimator.bandwidth import (
     BandwidthProvider,
     Collective,
+    FloatArray,
     Num,
     TrafficKind,
     bus_factor,
@@ -163,7 +164,12 @@ class KernelResult:
 
 def nodes_spanned(ranks: Num, stride: Num, gpus_per_node: float) -> Num:
     """Nodes spanned by ranks 0, σ, ..., (n-1)σ: min(n, ⌊(n-1)σ/g⌋ + 1)."""
-    return _min(ranks, (ranks - 1.0) * stride // gpus_per_node + 1.0)
+    span = (ranks - 1.0) * stride
+    if type(span) is _ARRAY:
+        # Integer-valued floats: floor(x/g) is x // g exactly, and numpy's float floor_divide
+        # is several times slower.
+        return np.minimum(ranks, np.floor(span / gpus_per_node) + 1.0)
+    return _min(ranks, span // gpus_per_node + 1.0)
 
 
 def _strides(order: tuple[str, ...], sizes: dict[str, Num]) -> dict[str, Num]:
@@ -330,8 +336,13 @@ class _Pricer:
         """(busbw, seconds per call); (0, 0) where the call never happens in any layout."""
         # A call that never happens (nothing needs it, no bytes, or a group of one) costs
         # exactly 0: no question to the provider, on one layout or on all of a sweep's.
-        if not _any(needed) or not _any(size) or not _any(_gt(ranks, 1.0)):
-            return 0.0, 0.0
+        if type(ranks) is float and type(size) is float and type(needed) is float:
+            if needed == 0.0 or size == 0.0 or ranks <= 1.0:
+                return _NEVER
+            busbw = self.bandwidth.busbw_gbps(kind, op, ranks, nodes, size)
+            return busbw, bus_factor(op, ranks) * size / (busbw * 1e9)
+        if not _any(needed) or not _any(size) or not (np.asarray(ranks) > 1.0).any():
+            return _NEVER
         busbw = self.bandwidth.busbw_gbps(kind, op, _max(ranks, 2.0), nodes, size)
         seconds = bus_factor(op, ranks) * size / (busbw * 1e9)
         return busbw, seconds
@@ -349,11 +360,14 @@ class _Pricer:
         term: str = "",
     ) -> None:
         """A collective of the critical stage for the report (skipped when it never runs)."""
-        if not _any(count) or not _any(priced[1]):
+        if priced is _NEVER or not _any(count):
             return
         call = Call(kind, op, ranks, nodes, size, count, per_mb, term)
         call.busbw_gbps, call.time_per_call_s = priced
         self.calls.append(call)
+
+
+_NEVER: tuple[Num, Num] = (0.0, 0.0)  # a collective no layout runs
 
 
 def _any(x: Num) -> bool:
@@ -440,6 +454,13 @@ def _avg(dense: Num, moe: Num, frac: float) -> Num:
     if frac == 0.0:
         return dense
     return (1.0 - frac) * dense + frac * moe
+
+
+def _times(a: Num, b: Num) -> Num:
+    """a·b, and exactly 0.0 without an array operation when b is the scalar 0."""
+    if type(b) is not _ARRAY and b == 0.0:
+        return 0.0
+    return a * b
 
 
 def _hide(comm: Num, budget: Num, on: bool) -> Num:
@@ -602,19 +623,27 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # CP: all-gather K and V forward (and in a replay and the backward), reduce-scatter their
     # gradients; under the attention kernels when the framework's ring attention overlaps.
     kv_bytes = 2.0 * beta * b * s * float(model.kv_hidden) / t
-    cp_ag = pricer.time(TrafficKind.CP, Collective.ALL_GATHER, cp, ctx.nodes_cp, kv_bytes)
-    cp_rs = pricer.time(TrafficKind.CP, Collective.REDUCE_SCATTER, cp, ctx.nodes_cp, kv_bytes)
-    cp_link_layer = (2.0 + full) * cp_ag[1] + cp_rs[1]
-    cp_exposed_layer = (
-        _max(cp_link_layer - layer_attention, 0.0) if fw.cp_overlap else cp_link_layer
-    )
+    cp_ag = cp_rs = _NEVER
+    cp_link_layer: Num = 0.0
+    cp_exposed_layer: Num = 0.0
+    if _any(cp - 1.0):
+        cp_ag = pricer.time(TrafficKind.CP, Collective.ALL_GATHER, cp, ctx.nodes_cp, kv_bytes)
+        cp_rs = pricer.time(TrafficKind.CP, Collective.REDUCE_SCATTER, cp, ctx.nodes_cp, kv_bytes)
+        cp_link_layer = (2.0 + full) * cp_ag[1] + cp_rs[1]
+        cp_exposed_layer = (
+            _max(cp_link_layer - layer_attention, 0.0) if fw.cp_overlap else cp_link_layer
+        )
 
     # EP: dispatch and combine all-to-alls, 2 forward, 2 backward, 2 more in a full replay.
-    a2a_bytes = beta * b * (s / cp) * h * float(model.moe_top_k) / _where(sp, t, 1.0)
-    ep_a2a = pricer.time(
-        TrafficKind.EXPERT, Collective.ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, moe_frac
-    )
-    ep_layer = moe_frac * (4.0 + 2.0 * full) * ep_a2a[1]
+    a2a_bytes: Num = 0.0
+    ep_a2a = _NEVER
+    ep_layer: Num = 0.0
+    if moe_frac:
+        a2a_bytes = beta * b * (s / cp) * h * float(model.moe_top_k) / _where(sp, t, 1.0)
+        ep_a2a = pricer.time(
+            TrafficKind.EXPERT, Collective.ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, moe_frac
+        )
+        ep_layer = moe_frac * (4.0 + 2.0 * full) * ep_a2a[1]
 
     # PP: activation forward, gradient backward, per chunk; 1/t of it with scatter/gather or
     # SP, then an all-gather over the TP group (charged to pp: the pipeline waits on it).
@@ -662,29 +691,38 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         (layer_params * beta / gathers, dense_shard),
         (expert_layer * beta / gathers, expert_shard),
     ]
-    z3_ag = [
-        pricer.time(TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), n, z3)
-        for n, grp in z3_unit
-    ]
-    z3_rs = [
-        pricer.time(
-            TrafficKind.DP,
-            Collective.REDUCE_SCATTER,
-            grp,
-            _min(grp, ctx.nodes_dp),
-            n * beta_g / beta,
-            z3 * per_mb,
-        )
-        for n, grp in z3_unit
-    ]
-    z3_gather_layer = z3 * gathers * (z3_ag[0][1] + z3_ag[1][1])
-    z3_reduce_layer = z3 * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
+    z3_ag = [_NEVER, _NEVER]
+    z3_rs = [_NEVER, _NEVER]
+    z3_gather_layer: Num = 0.0
+    z3_reduce_layer: Num = 0.0
     regather = full * (1.0 if fw.zero3_regather_for_recompute else 0.0)
-    z3_bwd_layer = (1.0 + regather) * z3_gather_layer + z3_reduce_layer
+    z3_bwd_layer: Num = 0.0
+    any_z3 = _any(z3)
+    if any_z3:
+        z3_ag = [
+            pricer.time(TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), n, z3)
+            for n, grp in z3_unit
+        ]
+        z3_rs = [
+            pricer.time(
+                TrafficKind.DP,
+                Collective.REDUCE_SCATTER,
+                grp,
+                _min(grp, ctx.nodes_dp),
+                n * beta_g / beta,
+                z3 * per_mb,
+            )
+            for n, grp in z3_unit
+        ]
+        z3_gather_layer = z3 * gathers * (z3_ag[0][1] + z3_ag[1][1])
+        z3_reduce_layer = z3 * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
+        z3_bwd_layer = (1.0 + regather) * z3_gather_layer + z3_reduce_layer
     ogr = fw.overlap_grad_reduce
 
     def zero3_exposed(layers: Num) -> Num:
         """Gathers and reduce-scatters on the critical path of one micro-batch."""
+        if not any_z3:
+            return 0.0
         if not fw.fsdp_prefetch:
             return layers * (z3_gather_layer + z3_bwd_layer)
         # The first layer's gather cannot be prefetched; later ones hide under the previous
@@ -695,22 +733,27 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         return fwd + bwd
 
     # --- the stages ----------------------------------------------------------------------------
+    # Interleaved 1F1B overlaps its sends with compute when the framework does.
+    p2p_overlapped = _gt(v, 1.0) if fw.overlap_p2p and _any(pp_count) else None
+
     def stage(
         layers: Num, dense_params: Num, with_logits: Num, with_embedding: float
     ) -> dict[str, Num]:
         comp = layers * layer_comp + with_logits * logits + accumulate(dense_params, layers)
         tp = layers * tp_exposed_layer + with_logits * logits_tp + with_embedding * emb_tp
         pp_exposed = pp_count * pp_send[1]
-        if fw.overlap_p2p:
-            pp_exposed = _where(_gt(v, 1.0), _max(pp_exposed - comp, 0.0), pp_exposed)
+        if p2p_overlapped is not None:
+            pp_exposed = _where(p2p_overlapped, _max(pp_exposed - comp, 0.0), pp_exposed)
         pp = pp_exposed + pp_gather * ag
-        dp_mb = zero3_exposed(layers) + _hide(reduce_each, layers * layer_bwd, ogr)
+        dp_mb = zero3_exposed(layers)
+        if _any(reduce_each):
+            dp_mb = dp_mb + _hide(reduce_each, layers * layer_bwd, ogr)
         parts = {
             "compute": comp,
             "tp": tp,
-            "cp": layers * cp_exposed_layer,
+            "cp": _times(layers, cp_exposed_layer),
             "pp": pp,
-            "expert": layers * ep_layer,
+            "expert": _times(layers, ep_layer),
             "dp": dp_mb,
         }
         parts["total"] = comp + tp + parts["cp"] + pp + parts["expert"] + dp_mb
@@ -729,8 +772,22 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     first_paces = _ge(t_first, t_mid) * _ge(t_first, t_last)
     mid_paces = (1.0 - first_paces) * has_mid * _ge(t_mid, t_last)
 
-    def pace(key: str) -> Num:
-        return _where(first_paces, first[key], _where(mid_paces, mid[key], last[key]))
+    if type(first_paces) is _ARRAY or type(mid_paces) is _ARRAY:
+        # 0: the first stage paces, 1: a middle one, 2: the last.
+        which = np.asarray(2.0 - 2.0 * first_paces - mid_paces).astype(np.intp)
+
+        def pace(key: str) -> Num:
+            a, b_, c = first[key], mid[key], last[key]
+            scalars = type(a) is not _ARRAY and type(b_) is not _ARRAY and type(c) is not _ARRAY
+            if scalars and a == b_ == c:
+                return a
+            chosen: FloatArray = np.choose(which, (np.asarray(a), np.asarray(b_), np.asarray(c)))
+            return chosen
+
+    else:
+
+        def pace(key: str) -> Num:
+            return first[key] if first_paces else mid[key] if mid_paces else last[key]
 
     period = pace("total")
     chain = t_first + _max(p - 2.0, 0.0) * mid["total"] + t_last
@@ -741,15 +798,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # The end of the iteration: gradient reduction (hidden under the last micro-batch's
     # backward pass when the framework overlaps it), the optimizer step over the parameters
     # this GPU owns, the parameter all-gather (under the next forward pass when overlapped).
-    stage_bwd = pace("layers") * layer_bwd
-    stage_fwd = pace("layers") * layer_fwd
+    layers_pace = pace("layers")
+    stage_bwd = layers_pace * layer_bwd
+    stage_fwd = layers_pace * layer_fwd
     reduce_exposed = _hide(reduce_link, stage_bwd, ogr)
     if not ogr:
         reduce_exposed = _where(lay.overlap_dp, _max(reduce_link - stage_bwd, 0.0), reduce_link)
     gather_exposed = _hide(gather_link, stage_fwd, fw.overlap_param_gather)
-    owned = dense_gpu / _where(_gt(zero, 0.0), dense_shard, 1.0) + expert_gpu / _where(
-        _gt(zero, 0.0), expert_shard, 1.0
-    )
+    sharded = 1.0 - z0
+    owned = dense_gpu / _where(sharded, dense_shard, 1.0)
+    if moe_frac:
+        owned = owned + expert_gpu / _where(sharded, expert_shard, 1.0)
     optimizer = roof.stream_s(owned * fw.optimizer_bytes_per_parameter)
 
     tied = 1.0 if model.tied_embeddings else 0.0
@@ -775,7 +834,6 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         "optimizer": optimizer,
     }
     # On-link time of the critical stage's collectives, exposed or hidden.
-    layers_pace = pace("layers")
     dp_link_mb = layers_pace * (z3_gather_layer + z3_bwd_layer) + reduce_each
     link_s: dict[str, Num] = {
         "tp": m * pace("tp_link"),
