@@ -29,17 +29,17 @@ class FittedCompute:
 _SUBSET = "fitted by commest validate on its declared training subset"
 FITTED_COMPUTE: dict[str, FittedCompute] = {
     "a100": FittedCompute(
-        utilization=0.7403,
-        memory_traffic_factor=2.6675,
+        utilization=0.7398,
+        memory_traffic_factor=2.6373,
         gemm_traffic_factor=0.0,
         fp8_utilization=None,
         source=f"{_SUBSET} (Megatron-LM SC21 Table 1, A100)",
     ),
     "h100": FittedCompute(
-        utilization=0.627,
-        memory_traffic_factor=2.6675,
+        utilization=0.6266,
+        memory_traffic_factor=2.6373,
         gemm_traffic_factor=0.0,
-        fp8_utilization=0.6438,
+        fp8_utilization=0.6431,
         source=f"{_SUBSET} (γ and c from SC21 Table 1; u and u8 from the dense DGX Cloud "
         "benchmarking runs, H100)",
     ),

@@ -346,8 +346,8 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
         )
         out.append(
             "optimizer step: the parameters this GPU owns (sharded by ZeRO ≥ 1) stream "
-            f"{fw.optimizer_bytes_per_parameter:g} B each through HBM at 85 % of its "
-            "bandwidth; gradient accumulation "
+            f"{fw.optimizer_bytes_per_parameter:g} B each (+8 B for the FP16 loss-scale "
+            "check) through HBM at 85 % of its bandwidth; gradient accumulation "
             f"{fw.accumulation_bytes_per_parameter:g} B/parameter per micro-batch; fp32 cross "
             "entropy 32 B per logit"
         )

@@ -52,9 +52,12 @@ Sources, per flag (dates from the Megatron-LM git history):
   (Megatron/TE fused kernels, ``torch.compile``); off, eager PyTorch moves them through HBM once
   per elementary op (``estimator.compute.EAGER_EXTRA_PASSES``).
 - ``optimizer_bytes_per_parameter``: HBM bytes the optimizer step moves per parameter it owns
-  (ours): fused Adam reads the fp32 gradient, master weight, m and v (16 B), writes master, m, v
-  (12 B) and the 16-bit weight (2 B); gradient-norm clipping reads the gradient again (4 B) and
-  zeroing the gradient buffer writes it (4 B): 38 B.
+  (ours, counted from Megatron's mixed-precision optimizer): fused Adam reads the fp32
+  gradient, master weight, m and v (16 B) and writes master, m, v (12 B); copying the master
+  weight to the 16-bit model weight reads 4 and writes 2 B; gradient-norm clipping reads the
+  gradient (4 B) and zeroing the gradient buffer writes it (4 B): 42 B. FP16 training adds the
+  loss-scale unscale and overflow check (read and write the gradient: 8 B; see
+  ``FP16_UNSCALE_BYTES``).
 """
 
 from __future__ import annotations
@@ -71,8 +74,10 @@ __all__ = [
     "framework_preset",
 ]
 
-# Fused Adam with gradient clipping and zeroing: 16 B read + 14 B written + 4 + 4 (see above).
-ADAM_BYTES_PER_PARAMETER = 38.0
+# Fused Adam (28 B), master-to-model copy (6 B), clipping norm (4 B), zeroing (4 B): see above.
+ADAM_BYTES_PER_PARAMETER = 42.0
+# FP16 only: unscale the gradient by the loss scale and check it for inf/NaN (read + write 4 B).
+FP16_UNSCALE_BYTES = 8.0
 # Unfused gradient accumulation (main_grad.add_(grad)): read 4 + 2, write 4 bytes per parameter.
 UNFUSED_ACCUMULATION_BYTES = 10.0
 # Fused (wgrad GEMM epilogue accumulates into fp32): an fp32 read-modify-write (8 B) instead of a

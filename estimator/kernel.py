@@ -34,6 +34,7 @@ from estimator.flops import (
     model_forward_flops,
     model_parameters,
 )
+from estimator.frameworks import FP16_UNSCALE_BYTES
 from estimator.specs import (
     BYTES_PER_ELEMENT,
     Fidelity,
@@ -809,7 +810,10 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     owned = dense_gpu / _where(sharded, dense_shard, 1.0)
     if moe_frac:
         owned = owned + expert_gpu / _where(sharded, expert_shard, 1.0)
-    optimizer = roof.stream_s(owned * fw.optimizer_bytes_per_parameter)
+    opt_bytes = fw.optimizer_bytes_per_parameter
+    if training.precision is Precision.FP16 and opt_bytes:
+        opt_bytes = opt_bytes + FP16_UNSCALE_BYTES
+    optimizer = roof.stream_s(owned * opt_bytes)
 
     tied = 1.0 if model.tied_embeddings else 0.0
     emb_sync = pricer.time(

@@ -122,7 +122,7 @@ def test_korthikanti_table4_orders_the_experiments_as_measured() -> None:
 def test_optimizer_step_streams_the_owned_parameters_through_hbm(gpt3: ModelSpec) -> None:
     layout = LayoutSpec(pipeline=8, tensor=8, data=24)
     sharded = LayoutSpec(pipeline=8, tensor=8, data=24, zero_stage=1)
-    tr = TrainingSpec(global_batch_size=1536)
+    tr = TrainingSpec(global_batch_size=1536, precision=Precision.BF16)
     plain = estimate(Scenario(gpt3, tr, layout, a100()))
     zero1 = estimate(Scenario(gpt3, tr, sharded, a100()))
     expected = (
