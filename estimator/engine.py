@@ -38,14 +38,28 @@ class Breakdown:
 
     @property
     def iteration_s(self) -> float:
-        return sum(self.as_dict().values())
+        return (
+            self.compute_s
+            + self.tp_s
+            + self.cp_s
+            + self.pp_s
+            + self.dp_s
+            + self.bubble_s
+            + self.embedding_sync_s
+            + self.expert_s
+            + self.optimizer_s
+        )
 
     @property
     def communication_s(self) -> float:
         return self.tp_s + self.cp_s + self.pp_s + self.dp_s + self.embedding_sync_s + self.expert_s
 
     def as_dict(self) -> dict[str, float]:
-        return {name: getattr(self, f"{name}_s") for name in TERMS}
+        return {name: getattr(self, field) for name, field in _TERM_FIELDS}
+
+
+_TERM_FIELDS = tuple((name, f"{name}_s") for name in TERMS)
+_KIND_VALUES = tuple(kind.value for kind in TrafficKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,29 +218,44 @@ def estimate(scenario: Scenario) -> Estimate:
     k = run_kernel(scenario)
     m = float(k.micro_batches)
     uses: list[CollectiveUse] = []
-    traffic: dict[str, float] = {kind.value: 0.0 for kind in TrafficKind}
+    traffic: dict[str, float] = dict.fromkeys(_KIND_VALUES, 0.0)
+    provider = scenario.cluster.bandwidth
     for call in k.calls:
         count = float(call.count) * (m if call.per_microbatch else 1.0)
         ranks = int(call.ranks)
-        if count == 0.0 or ranks <= 1 or float(call.size_bytes) == 0.0:
+        size = float(call.size_bytes)
+        if count == 0.0 or ranks <= 1 or size == 0.0:
             continue
-        use = CollectiveUse(
-            kind=call.kind,
-            term=call.term,
-            op=call.op,
-            ranks=ranks,
-            nodes=int(call.nodes),
-            size_bytes=float(call.size_bytes),
-            calls_per_iteration=count,
-            busbw_gbps=float(call.busbw_gbps),
-            time_per_call_s=float(call.time_per_call_s),
-            link_time_s=float(call.time_per_call_s) * count,
-            provider=scenario.cluster.bandwidth,
+        per_call = float(call.time_per_call_s)
+        uses.append(
+            CollectiveUse(
+                kind=call.kind,
+                term=call.term,
+                op=call.op,
+                ranks=ranks,
+                nodes=int(call.nodes),
+                size_bytes=size,
+                calls_per_iteration=count,
+                busbw_gbps=float(call.busbw_gbps),
+                time_per_call_s=per_call,
+                link_time_s=per_call * count,
+                provider=provider,
+            )
         )
-        uses.append(use)
-        traffic[call.kind.value] += use.bytes_per_iteration
+        traffic[call.kind.value] += float(bus_factor(call.op, float(ranks))) * size * count
 
-    breakdown = Breakdown(**{f"{name}_s": float(k.terms[name]) for name in TERMS})
+    terms = k.terms
+    breakdown = Breakdown(
+        float(terms["compute"]),
+        float(terms["tp"]),
+        float(terms["cp"]),
+        float(terms["pp"]),
+        float(terms["dp"]),
+        float(terms["bubble"]),
+        float(terms["embedding_sync"]),
+        float(terms["expert"]),
+        float(terms["optimizer"]),
+    )
     t_iter = breakdown.iteration_s
     gpus = scenario.layout.gpus
     peak = scenario.cluster.peak_flops

@@ -156,8 +156,9 @@ class Framework:
 
     def describe(self) -> str:
         """One line for ``assumptions``: the preset and every flag."""
-        on = [k for k, v in self.flags().items() if v is True]
-        off = [k for k, v in self.flags().items() if v is False]
+        flags = self.flags()
+        on = [k for k, v in flags.items() if v is True]
+        off = [k for k, v in flags.items() if v is False]
         return (
             f"framework={self.name} ({self.description}): on: {', '.join(on) or 'none'}; "
             f"off: {', '.join(off) or 'none'}; ZeRO-3 gathers per layer "

@@ -12,6 +12,7 @@ selective recompute, activation memory, Table 2).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -223,11 +224,9 @@ def evaluate(
             fused_elementwise=training.software.fused_elementwise,
         )
         result = _detailed(ctx, roof, bandwidth)
-    tokens_it = ctx.gb * ctx.s
-    model_flops = 3.0 * model_forward_flops(model, tokens_it)
-    replay_total = ctx.full * (
-        model_forward_flops(model, tokens_it) - logit_forward_flops(model, tokens_it)
-    ) + ctx.selective * ctx.l * attention_core_forward_flops(model, tokens_it, ctx.s)
+    forward, logits, core = _iteration_flops(model, ctx.gb * ctx.s)
+    model_flops = 3.0 * forward
+    replay_total = ctx.full * (forward - logits) + ctx.selective * ctx.l * core
     result.model_flops = float(model_flops)
     result.hardware_flops = model_flops + replay_total
     result.memory = _memory(
@@ -241,6 +240,29 @@ def evaluate(
         ctx.first_layers,
     )
     return result
+
+
+@functools.lru_cache(maxsize=256)
+def _iteration_flops(model: ModelSpec, tokens: float) -> tuple[float, float, float]:
+    """Forward FLOPs of the model, of its logit layer and of one layer's attention core over
+    ``tokens`` tokens (a per-model constant: computed once per model and batch)."""
+    return (
+        float(model_forward_flops(model, tokens)),
+        float(logit_forward_flops(model, tokens)),
+        float(attention_core_forward_flops(model, tokens, float(model.seq_length))),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _parameter_counts(model: ModelSpec) -> tuple[float, float, float, float, float]:
+    """(total, embedding, dense layer, MoE layer's attention+norms+router, its experts)."""
+    total = model_parameters(model)
+    emb = embedding_parameters(model)
+    dense = layer_parameters(model, moe=False)
+    if not model.is_moe:
+        return total, emb, dense, 0.0, 0.0
+    shared = _attention_ln_parameters(model) + float(model.hidden_size) * model.moe_num_experts
+    return total, emb, dense, shared, layer_parameters(model, moe=True) - shared
 
 
 @dataclass(slots=True)
@@ -534,14 +556,11 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     logits_wgrad = logits_wgrad_s(model, roof, b=b, t=t, cp=cp, beta=beta)
 
     # --- parameters per GPU of each stage --------------------------------------------------
-    emb = embedding_parameters(model)
-    layer_params = layer_parameters(model, moe=False) / t
+    total_params, emb, dense_layer, moe_shared, experts = _parameter_counts(model)
+    layer_params = dense_layer / t
     expert_layer: Num = 0.0 * p
     if moe_frac:
-        attn_ln = _attention_ln_parameters(model)
-        router = h * model.moe_num_experts
-        experts = layer_parameters(model, moe=True) - attn_ln - router
-        layer_params = (1.0 - moe_frac) * layer_params + moe_frac * (attn_ln + router) / t
+        layer_params = (1.0 - moe_frac) * layer_params + moe_frac * moe_shared / t
         expert_layer = moe_frac * experts / (ep * t)
     output_params = vocab * h / t  # the logit layer's weights (or the tied copy) on the last stage
     first_dense = (
@@ -980,7 +999,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         tp_mb_s=tp_mb,
         pp_mb_s=pp_mb,
         calls=pricer.calls,
-        parameters=model_parameters(model),
+        parameters=total_params,
         gpu_parameters=dense_gpu + expert_gpu,
         model_flops=0.0,
         hardware_flops=0.0,
@@ -1025,9 +1044,13 @@ def _memory(
     def sharded_e(count: Num, per: float, on: Num) -> Num:
         return per * (count * (1.0 - on) + count / expert_shard * on)
 
-    weights = sharded(dense_params, w_bytes, z3) + sharded_e(expert_params, w_bytes, z3)
-    grads = sharded(dense_params, g_bytes, z2) + sharded_e(expert_params, g_bytes, z2)
-    optim = sharded(dense_params, o_bytes, z1) + sharded_e(expert_params, o_bytes, z1)
+    weights = sharded(dense_params, w_bytes, z3)
+    grads = sharded(dense_params, g_bytes, z2)
+    optim = sharded(dense_params, o_bytes, z1)
+    if type(expert_params) is _ARRAY or expert_params != 0.0:
+        weights = weights + sharded_e(expert_params, w_bytes, z3)
+        grads = grads + sharded_e(expert_params, g_bytes, z2)
+        optim = optim + sharded_e(expert_params, o_bytes, z1)
 
     s, h, a = (
         float(model.seq_length) / cp,
