@@ -364,9 +364,26 @@ class _Pricer:
                 return _NEVER
             busbw = self.bandwidth.busbw_gbps(kind, op, ranks, nodes, size)
             return busbw, bus_factor(op, ranks) * size / (busbw * 1e9)
-        if not _any(needed) or not _any(size) or not (np.asarray(ranks) > 1.0).any():
+        asked = (np.asarray(needed) != 0.0) & (np.asarray(size) != 0.0) & (np.asarray(ranks) > 1.0)
+        if not asked.any():
             return _NEVER
-        busbw = self.bandwidth.busbw_gbps(kind, op, _max(ranks, 2.0), nodes, size)
+        if asked.all() or asked.mean() > _SUBSET_QUERY_BELOW:
+            busbw = self.bandwidth.busbw_gbps(kind, op, _max(ranks, 2.0), nodes, size)
+        else:
+            # Ask only about the layouts that run this collective; the others get a placeholder
+            # bandwidth (their count is 0, so it never reaches a term).
+            shape = asked.shape
+            where = np.flatnonzero(asked)
+            answer = self.bandwidth.busbw_gbps(
+                kind,
+                op,
+                np.broadcast_to(_max(ranks, 2.0), shape)[where],
+                np.broadcast_to(nodes, shape)[where],
+                np.broadcast_to(size, shape)[where],
+            )
+            full_answer = np.ones(shape)
+            full_answer[where] = answer
+            busbw = full_answer
         seconds = bus_factor(op, ranks) * size / (busbw * 1e9)
         return busbw, seconds
 
@@ -391,6 +408,9 @@ class _Pricer:
 
 
 _NEVER: tuple[Num, Num] = (0.0, 0.0)  # a collective no layout runs
+# A sweep asks the provider only about the layouts that run a collective when fewer than this
+# fraction do (the gather and scatter cost less than the provider's work on the others).
+_SUBSET_QUERY_BELOW = 0.75
 
 
 def _any(x: Num) -> bool:
