@@ -239,6 +239,25 @@ _PRESETS = (
     ),
     dataclasses.replace(
         _MEGATRON_2022,
+        name="deepspeed-2021",
+        description=(
+            "DeepSpeed as of mid 2021: ZeRO-3 gathers every parameter tensor on its own and "
+            "synchronously (each all-gather waited on the previous one: DeepSpeed issue #1069, "
+            "fixed by PR #1188, June 2021), so nothing overlaps; otherwise as deepspeed"
+        ),
+        tp_overlap_wgrad=False,
+        sp_gather_overlap=False,
+        grad_accum_fusion=False,
+        cp_overlap=False,
+        overlap_grad_reduce=False,
+        pp_scatter_gather=False,
+        fsdp_prefetch=False,
+        zero3_regather_for_recompute=True,
+        grad_reduce_per_microbatch=True,
+        zero3_gathers_per_layer=12,
+    ),
+    dataclasses.replace(
+        _MEGATRON_2022,
         name="fsdp",
         description=(
             "PyTorch FSDP trainers (Zhao et al. 2023; torchtitan, llm-foundry): one flat "

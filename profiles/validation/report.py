@@ -298,6 +298,8 @@ def framework_for(meta: dict[str, str]) -> Framework:
             if year and year <= 2023
             else "megatron-lm"
         )
+    elif name == "deepspeed" and year and year <= 2021:
+        preset = "deepspeed-2021"
     else:
         preset = name
     fw = framework_preset(preset)
@@ -543,7 +545,11 @@ def kinds_of(run: PublishedRun) -> tuple[str, ...]:
     model, training, _layout = run.scenario_inputs
     fw = training.software.name
     trainer = (
-        "fsdp-style" if fw == "fsdp" else "deepspeed" if fw == "deepspeed" else "megatron-style"
+        "fsdp-style"
+        if fw == "fsdp"
+        else "deepspeed"
+        if fw.startswith("deepspeed")
+        else "megatron-style"
     )
     precision = "fp8" if training.precision is Precision.FP8 else "16-bit"
     return (
