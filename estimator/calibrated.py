@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FITTED_COMPUTE", "FittedCompute"]
+__all__ = ["FITTED_COMPUTE", "FittedCompute", "fitted_for_gpu"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,3 +44,14 @@ FITTED_COMPUTE: dict[str, FittedCompute] = {
         "benchmarking runs, H100)",
     ),
 }
+
+
+def fitted_for_gpu(gpu_model: str | None) -> FittedCompute | None:
+    """The fitted constants of the family a GPU model name belongs to (H200 runs the H100's
+    tensor cores), or None when commest has fitted none for it."""
+    text = (gpu_model or "").upper()
+    if "H100" in text or "H200" in text:
+        return FITTED_COMPUTE["h100"]
+    if "A100" in text:
+        return FITTED_COMPUTE["a100"]
+    return None

@@ -63,15 +63,18 @@ Sources, per flag (dates from the Megatron-LM git history):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from estimator.errors import NotFoundError, ValidationError
 
 __all__ = [
     "FRAMEWORK_FLAGS",
+    "FRAMEWORK_NAMES",
     "FRAMEWORK_PRESETS",
     "Framework",
     "framework_preset",
+    "resolve_framework",
 ]
 
 # Fused Adam (28 B), master-to-model copy (6 B), clipping norm (4 B), zeroing (4 B): see above.
@@ -287,6 +290,8 @@ _ALIASES = {
 }
 
 DEFAULT_FRAMEWORK = "megatron-lm"
+# Every name a request may give: the presets and their other spellings.
+FRAMEWORK_NAMES: tuple[str, ...] = tuple(sorted({*FRAMEWORK_PRESETS, *_ALIASES}))
 
 
 def framework_preset(name: str) -> Framework:
@@ -300,3 +305,14 @@ def framework_preset(name: str) -> Framework:
             f"unknown framework preset {name!r}; known: {', '.join(known)}", key=name, known=known
         )
     return preset
+
+
+def resolve_framework(name: str, overrides: Mapping[str, bool | int | float | str]) -> Framework:
+    """A preset with some flags overridden; a ValidationError names an unknown preset or flag."""
+    try:
+        preset = framework_preset(name)
+    except NotFoundError:
+        raise ValidationError(
+            "training.framework", name, f"unknown preset; known: {', '.join(FRAMEWORK_NAMES)}"
+        ) from None
+    return preset.replace(**overrides) if overrides else preset

@@ -449,3 +449,25 @@ def gpu_preset(key: str) -> GpuPreset:
             known=sorted(GPU_PRESETS),
         )
     return preset
+
+
+def gpu_family_preset(gpu_model: str | None) -> GpuPreset | None:
+    """The GPU preset of the family a GPU model name belongs to ("NVIDIA A100-SXM4-80GB" ->
+    the A100 80GB preset), or None when no preset's family is named."""
+    if not gpu_model:
+        return None
+    text = gpu_model.upper()
+    for token, key in _FAMILY_KEYS:
+        if token in text:
+            return GPU_PRESETS[key]
+    return None
+
+
+# Family token in a GPU model name -> the preset that stands for the family (order: specific
+# first). Only the family-level figures (FlashAttention-2 efficiency, fitted compute) are read.
+_FAMILY_KEYS = (
+    ("H200", "h200-sxm-141gb"),
+    ("H100", "h100-sxm5-80gb"),
+    ("A100", "a100-sxm4-80gb"),
+    ("V100", "v100-sxm2-32gb"),
+)
