@@ -118,6 +118,7 @@ _SNAPSHOT = select(
     Profile.utilization,
     Profile.utilization_source,
     Profile.nominal,
+    Profile.gpu_model,
 ).where(Profile.name == bindparam("name"))
 
 

@@ -40,6 +40,7 @@ SNAPSHOT_COLUMNS = (
     "utilization",
     "utilization_source",
     "nominal",
+    "gpu_model",
 )
 
 
@@ -58,6 +59,7 @@ class ProfileSnapshot:
     bandwidth: MemoBandwidth
     memory_bandwidth_gbps: float | None = None  # nominal profiles: the HBM datasheet figure
     memory_traffic_factor: float = 0.0  # nominal profiles: γ fitted with their u
+    gpu_model: str | None = None  # the profile's GPU (its family's fitted compute constants)
 
 
 class MemoBandwidth:
@@ -140,4 +142,5 @@ def snapshot_from_row(row: Any, provider: MemoBandwidth) -> ProfileSnapshot:
         bandwidth=provider,
         memory_bandwidth_gbps=getattr(nominal, "memory_bandwidth_gbps", None),
         memory_traffic_factor=float(getattr(nominal, "memory_traffic_factor", 0.0)),
+        gpu_model=row.gpu_model,
     )

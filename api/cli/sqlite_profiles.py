@@ -31,7 +31,7 @@ SQLITE_PREFIX = "sqlite:///"
 #: ``api.caches``'s snapshot query, for sqlite3 (the JSON column decoded below).
 SNAPSHOT_SQL = (
     "SELECT id, revision, name, gpus_per_node, peak_tflops, peak_flops_json AS by_dtype,"
-    " gpu_memory_bytes, utilization, utilization_source, nominal,"
+    " gpu_memory_bytes, utilization, utilization_source, nominal, gpu_model,"
     " EXISTS (SELECT 1 FROM runs WHERE runs.profile_id = profiles.id) AS has_runs"
     " FROM profiles WHERE name = ?"
 )

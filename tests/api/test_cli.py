@@ -1069,7 +1069,8 @@ def test_the_snapshot_columns_are_the_servers() -> None:
     try:
         connection.execute(
             "CREATE TABLE profiles (id, revision, name, gpus_per_node, peak_tflops,"
-            " peak_flops_json, gpu_memory_bytes, utilization, utilization_source, nominal)"
+            " peak_flops_json, gpu_memory_bytes, utilization, utilization_source, nominal,"
+            " gpu_model)"
         )
         connection.execute("CREATE TABLE runs (profile_id)")
         cursor = connection.execute(SNAPSHOT_SQL, ("x",))
