@@ -1,14 +1,15 @@
 """CLI cold start: ``commest --help``, a local ``estimate`` and ``check``, each a new process.
 
 Every figure is the median wall time of ``--runs`` (5) runs of the console script, after one
-unmeasured run (warm disk), on the default SQLite database in a temporary data directory
-(``COMMEST_DATA_DIR``; the first run migrates it and adds the nominal profiles). Targets (issue
-9 §4): ``--help`` under 0.3 s, a local ``estimate``/``check`` under 0.4 s. For scale, the best
-analytical peers' CLIs take 0.53 s (Calculon) and 0.65 s (llm-analysis) for the same work on
-this machine. ``python -c pass`` is printed as the floor of any Python CLI here; ``cpu`` is
-the median user + system time of a run (what the wall time comes to on an idle machine: the
-machine is shared, so read the wall figures with the floor beside them); the modules each
-command imported (``-X importtime``) show that web and plotting libraries stay out.
+unmeasured run (warm disk, bytecode cached), on the default SQLite database in a temporary
+data directory (``COMMEST_DATA_DIR``; the first run migrates it and adds the nominal
+profiles). Targets (issue 9 §4): ``--help`` under 0.3 s, a local ``estimate``/``check`` under
+0.4 s. For scale, the best analytical peers' CLIs take 0.53 s (Calculon) and 0.65 s
+(llm-analysis) for the same work on this machine. ``python -c pass`` is printed as the floor
+of any Python CLI here; ``cpu`` is the median user + system time of a run (about what the wall
+time comes to on an idle machine: the machine is shared, so read the wall figures with the
+floor beside them); the modules each command imported (``-X importtime``) show that web and
+plotting libraries stay out.
 
     python3 bench/bench_cli.py [--runs 5]
 """
@@ -100,7 +101,14 @@ def main() -> None:
         ),
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("COMMEST_")}
+        # As installed for a user: bytecode cached (pip compiles a wheel's modules; the first run
+        # of a checkout writes its own). This machine's shell sets PYTHONDONTWRITEBYTECODE,
+        # which would recompile every module of the checkout on every run.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("COMMEST_") and k != "PYTHONDONTWRITEBYTECODE"
+        }
         env["COMMEST_DATA_DIR"] = tmp  # the default SQLite file <data_dir>/commest.sqlite3
         run_s([*cli, "estimate", "--request", gpt3], env)  # migrate, add nominal profiles
         print(
