@@ -4,8 +4,9 @@ With ``--server URL`` every verb is an HTTP call to that server; without it the 
 operations are answered in this process, against the configured database, so a local and a
 remote run print the same thing. The package has three layers:
 
-- ``transport`` (with ``remote`` and ``local``): a ``Client`` of the REST contract, one method
-  per operation, over HTTP or in process; a refusal is a problem-details ``Problem``, which
+- ``client``, ``remote``, ``local``, ``transport``: a ``Client`` of the REST contract, one
+  method per operation, over HTTP (``remote``) or in process without the web app (``local``,
+  calling the routes' service functions); a refusal is a problem-details ``Problem``, which
   :func:`~api.cli.transport.open_client` turns into one line on stderr and an exit code
   (``exits``);
 - ``render`` and ``tables``: JSON and bytes on stdout; rich tables for ``--format table``;

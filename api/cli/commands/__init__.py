@@ -5,14 +5,17 @@
 
 Adding a verb (say ``commest profile uploads``, or a new top-level ``commest timeline``):
 
-1. If it calls the service, add the operation to ``api.cli.transport.Client`` (one method,
-   its docstring names the REST call), implement it in ``api.cli.remote.HttpClient`` (the HTTP
-   request) and in ``api.cli.local.LocalClient`` (the same service function the route calls).
+1. If it calls the service, add the operation to ``api.cli.client.Client`` (one method, its
+   docstring names the REST call), implement it in ``api.cli.remote.HttpClient`` (the HTTP
+   request) and in ``api.cli.local.LocalClient`` (validate with the route's schema, call the
+   service function the route calls, return ``_json(answer)``, all inside ``self.call``).
 2. Write the command with Typer in a module of this package: a top-level verb is a module with
    ``app = verb_app()`` and one ``@app.command()``; a sub-verb goes into its group's module
    (``profile.py``, ``baseline.py``, ``db.py``). Import heavy things inside the function.
-   Read the global options with ``options(ctx)`` and call the service inside
-   ``with open_client(options(ctx)) as client:`` (refusals and outages exit for you).
+   Read the global options with ``options(ctx)`` (``api.cli.options``) and call the service
+   inside ``with open_client(options(ctx)) as client:`` (``api.cli.transport``: refusals and
+   outages exit with their line and code for you); print with ``api.cli.render`` (JSON) or
+   ``api.cli.tables`` (rich, imported only for ``--format table``).
 3. A new top-level verb (or group) also gets a line in :data:`VERBS`: its module and summary
    (a verb's summary is the first line of its docstring, a test checks they agree; a group
    made with :func:`verb_group` takes it from there).
