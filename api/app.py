@@ -20,9 +20,9 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import problems
-from api.deps import Runtime
 from api.routes import ROUTERS
 from api.routes.health import VERSION
+from api.runtime import Runtime
 from api.settings import Settings, get_settings
 from estimator.errors import UnavailableError
 

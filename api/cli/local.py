@@ -22,7 +22,7 @@ from api.problem_details import ProblemDetails, problem_of, request_problem
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from api.deps import Runtime
+    from api.runtime import Runtime
     from api.settings import Settings
     from api.snapshots import Profiles, ProfileSnapshot
 
@@ -84,7 +84,7 @@ class LocalClient(Client):
 
     def _get_runtime(self) -> Runtime:
         if self._runtime is None:
-            from api.deps import Runtime
+            from api.runtime import Runtime
 
             self._runtime = Runtime(self.settings)
         return self._runtime

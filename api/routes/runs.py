@@ -17,8 +17,9 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 
 from api import plots
-from api.deps import Runtime, RuntimeDep, Writer
+from api.deps import RuntimeDep, Writer
 from api.problems import problem_responses
+from api.runtime import Runtime
 from api.schemas import (
     MAX_RANKS,
     BandwidthQuery,

@@ -163,7 +163,7 @@ def test_the_token_is_compared_with_hmac_compare_digest(
         calls.append((given, expected))
         return real(given, expected)
 
-    monkeypatch.setattr(hmac, "compare_digest", spy)  # the module api.deps calls
+    monkeypatch.setattr(hmac, "compare_digest", spy)  # the module api.tokens calls
     wrong = client.post("/v1/profiles", json=PROFILE, headers={"Authorization": "Bearer x"})
     assert wrong.status_code == 401
     assert calls == [(b"x", TEST_TOKEN.encode())]  # different lengths: still compare_digest

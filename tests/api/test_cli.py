@@ -962,7 +962,7 @@ def test_a_bad_commest_variable_exits_2_naming_it(
 def started_sqlite(tmp_path: Path) -> Iterator[Path]:
     """A SQLite file started as the server starts one, with a custom profile without runs
     and one with an uploaded run."""
-    from api.deps import Runtime
+    from api.runtime import Runtime
     from api.settings import Settings
     from profiles import repository
 
@@ -1086,6 +1086,7 @@ def test_the_snapshot_columns_are_the_servers() -> None:
         (("estimate", "--request", str(EXAMPLES / "estimate-paper-scalar-c.json")), set()),
         (("check", "--request", str(ESTIMATE_EXAMPLE), "--max-iteration-time", "100"), set()),
         (("estimate", "--request", str(ESTIMATE_EXAMPLE), "--format", "table"), {"rich"}),
+        (("profile", "list", "--format", "json"), {"sqlalchemy"}),  # the database, no web
     ],
 )
 def test_a_local_estimate_loads_no_web_database_or_plotting_library(

@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-import api.deps
-from api.deps import Runtime
+import api.runtime
+from api.runtime import Runtime
 from profiles import repository
 from tests.api.conftest import AUTH, fixture_text
 from tests.profiles.held import assert_sqlite_write_locked, held_write
@@ -90,7 +90,7 @@ def test_on_sqlite_writers_of_one_process_queue_and_give_up_with_503_after_the_b
     assert client.post("/v1/profiles", json=PROFILE, headers=AUTH).status_code == 201
     assert isinstance(client.app, FastAPI)
     runtime: Runtime = client.app.state.runtime
-    monkeypatch.setattr(api.deps, "SQLITE_BUSY_TIMEOUT_S", 0.0)  # no wait: fail at once
+    monkeypatch.setattr(api.runtime, "SQLITE_BUSY_TIMEOUT_S", 0.0)  # no wait: fail at once
 
     def write(session: Session) -> None:
         repository.update_profile(session=session, name="lab", changes={"description": "1st"})

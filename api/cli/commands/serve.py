@@ -42,7 +42,7 @@ def serve(
     """Apply migrations, add the nominal profiles and serve the REST API with uvicorn."""
     import uvicorn
 
-    from api.deps import Runtime
+    from api.runtime import Runtime
     from api.serverlog import log_config
     from api.tokens import configured_token, token_path
     from estimator.errors import CommestError, UnavailableError
