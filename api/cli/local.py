@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
@@ -48,6 +49,14 @@ def _validated(model: type[M], value: Any, where: str) -> M:
     if checked is None:
         raise _problem(request_problem(errors))
     return checked
+
+
+@lru_cache(maxsize=1)
+def _name() -> TypeAdapter[str]:
+    """The ``{name}`` path parameter of the baselines routes (``api.schemas.Name``)."""
+    from api.schemas import Name
+
+    return TypeAdapter(Name)
 
 
 def _json(answer: BaseModel) -> Any:
@@ -303,7 +312,7 @@ class LocalClient(Client):
 
         def work() -> Any:
             self.authorize()
-            checked, path_errors = _errors(lambda: _NAME.validate_python(name), ("path", "name"))
+            checked, path_errors = _errors(lambda: _name().validate_python(name), ("path", "name"))
             request, body_errors = _errors(lambda: BaselinePut.model_validate(body), ("body",))
             if checked is None or request is None:  # reported together, as FastAPI does
                 raise _problem(request_problem(path_errors + body_errors))
@@ -323,25 +332,13 @@ class LocalClient(Client):
         from api.services import baselines
 
         def work() -> Any:
-            checked, errors = _errors(lambda: _NAME.validate_python(name), ("path", "name"))
+            checked, errors = _errors(lambda: _name().validate_python(name), ("path", "name"))
             if checked is None:
                 raise _problem(request_problem(errors))
             with self.read_session() as session:
                 return _json(baselines.get_baseline(session=session, name=checked))
 
         return self.call(f"GET /v1/baselines/{name}", work)
-
-
-class _PathName:
-    """The ``{name}`` path parameter of the baselines routes (``api.schemas.Name``)."""
-
-    def validate_python(self, value: str) -> str:
-        from api.schemas import Name
-
-        return str(TypeAdapter(Name).validate_python(value))
-
-
-_NAME = _PathName()
 
 
 class _LocalProfiles:
