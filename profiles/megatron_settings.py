@@ -281,11 +281,15 @@ def build_request(
         else:
             notes.append(f"no seq_length: used max_position_embeddings {seq}")
 
+    sizes_known = True
+
     def sized(name: str) -> int:
+        nonlocal sizes_known
         value = num(name)
         if value is None:
             if in_log and name in _LOG_REQUIRED:
                 out.missing.append(_missing(name))
+                sizes_known = False
             return 1
         return value
 
@@ -317,7 +321,7 @@ def build_request(
     data: int | None = None
     if world is None:
         out.missing.append(_missing("world_size"))
-    else:
+    elif sizes_known:
         if world <= 0:
             raise ValidationError(field_name("world_size"), world, "must be a whole number > 0")
         model_parallel = tensor * pipeline * context
