@@ -304,3 +304,15 @@ def test_twenty_megabytes_of_noise_is_a_parse_error_and_noise_around_a_log_is_ig
     parsed = parse_training_log(noise + _text(GPT2) + noise)
     assert parsed.iterations_used == [200, 1000, 2000]
     assert any("longer than" in w for w in parsed.warnings)
+
+
+@pytest.mark.parametrize("name", [GPT2, LLAMA_DS])
+def test_the_request_read_is_an_estimate_requests_model_layout_and_training(name: str) -> None:
+    from api.schemas import EstimateRequest  # the contract the request must meet
+
+    parsed = parse_training_log(_text(name))
+    cluster = {"gpus_per_node": 8, "peak_tflops": 312, "utilization": 0.5}
+    body = EstimateRequest.model_validate({**parsed.request, "cluster": cluster})
+    assert body.model_dump(include={"model", "layout", "training"}, exclude_unset=True) == (
+        parsed.request
+    )
