@@ -38,6 +38,7 @@ from profiles.models import (
     Run,
     Upload,
 )
+from profiles.nominal import NOMINAL_SPECS, nominal_curves
 from profiles.parsed import ParsedRun
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -210,6 +211,32 @@ def delete_profile(*, session: Session, name: str) -> None:
     profile = get_profile(session=session, name=name)
     session.delete(profile)
     session.flush()
+
+
+def ensure_nominal_profiles(*, session: Session) -> list[str]:
+    """Insert the nominal profiles that are missing (by name); returns the names inserted."""
+    inserted = []
+    for spec in NOMINAL_SPECS.values():
+        if profile_exists(session=session, name=spec.name):
+            continue
+        try:
+            create_profile(
+                session=session,
+                name=spec.name,
+                gpu_model=spec.gpu_model,
+                gpus_per_node=spec.gpus_per_node,
+                peak_tflops=spec.peak_tflops,
+                peak_tflops_by_dtype=dict(spec.peak_tflops_by_dtype),
+                gpu_memory_bytes=spec.gpu_memory_bytes,
+                utilization=spec.utilization,
+                utilization_source="fitted",
+                description=spec.description,
+                nominal=True,
+            )
+        except ConflictError:
+            continue  # a concurrent starter inserted it first
+        inserted.append(spec.name)
+    return inserted
 
 
 # --- uploads and runs -----------------------------------------------------------------------
@@ -455,8 +482,6 @@ def run_label(run: Run) -> str:
 
 def load_bandwidth(*, session: Session, profile_name: str) -> ProfileBandwidth:
     """The profile's bandwidth provider from its stored runs (and nominal curves if nominal)."""
-    from profiles.nominal import NOMINAL_SPECS, nominal_curves
-
     profile = get_profile(session=session, name=profile_name)
     runs = session.scalars(
         select(Run)

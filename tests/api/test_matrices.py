@@ -5,12 +5,17 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import TypedDict, Unpack
 
+import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from api.plots import PNG_SIGNATURE
+from api.services.matrices import binned_matrix
 from api.settings import Settings
+from estimator import SparseTraffic
 from tests.api.conftest import SCALAR_C, assert_problem, make_client, request
 
 SMALL = request(
@@ -22,7 +27,7 @@ SMALL = request(
 )
 
 
-def test_json_rows_sum_to_each_gpus_traffic(client) -> None:
+def test_json_rows_sum_to_each_gpus_traffic(client: TestClient) -> None:
     response = client.post("/v1/traffic-matrices", json={**SMALL, "format": "json"})
     assert response.status_code == 200, response.text
     body = response.json()
@@ -42,7 +47,7 @@ def test_json_rows_sum_to_each_gpus_traffic(client) -> None:
     assert {r["kind"] for r in rows} >= {"tp", "dp", "pp"}
 
 
-def test_node_level_aggregates_gpus(client) -> None:
+def test_node_level_aggregates_gpus(client: TestClient) -> None:
     gpu = client.post("/v1/traffic-matrices", json={**SMALL, "level": "gpu"}).json()
     node = client.post("/v1/traffic-matrices", json={**SMALL, "level": "node"}).json()
     assert node["level"] == "node" and node["size"] == 4  # 32 GPUs / 8 per node
@@ -50,7 +55,7 @@ def test_node_level_aggregates_gpus(client) -> None:
     assert max(r["src"] for r in node["rows"]) == 3
 
 
-def test_csv_has_the_exact_header_and_one_line_per_entry(client) -> None:
+def test_csv_has_the_exact_header_and_one_line_per_entry(client: TestClient) -> None:
     response = client.post("/v1/traffic-matrices", json={**SMALL, "format": "csv"})
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/csv")
@@ -63,7 +68,7 @@ def test_csv_has_the_exact_header_and_one_line_per_entry(client) -> None:
 
 
 @pytest.mark.parametrize("level", ["gpu", "node"])
-def test_png_heatmap_is_a_png(client, level: str) -> None:
+def test_png_heatmap_is_a_png(client: TestClient, level: str) -> None:
     response = client.post("/v1/traffic-matrices", json={**SMALL, "format": "png", "level": level})
     assert response.status_code == 200
     assert response.headers["content-type"] == "image/png"
@@ -71,20 +76,25 @@ def test_png_heatmap_is_a_png(client, level: str) -> None:
     assert len(response.content) > 5000
 
 
-def test_direct_algorithm_spreads_over_more_pairs(client) -> None:
+def test_direct_algorithm_spreads_over_more_pairs(client: TestClient) -> None:
     ring = client.post("/v1/traffic-matrices", json={**SMALL, "algorithm": "ring"}).json()
     direct = client.post("/v1/traffic-matrices", json={**SMALL, "algorithm": "direct"}).json()
     assert direct["totals"]["entries"] > ring["totals"]["entries"]
     assert direct["totals"]["bytes"] == pytest.approx(ring["totals"]["bytes"])
 
 
-def test_unknown_format_is_422(client) -> None:
+def test_unknown_format_is_422(client: TestClient) -> None:
     assert_problem(
         client.post("/v1/traffic-matrices", json={**SMALL, "format": "xlsx"}), 422, field="format"
     )
 
 
-def _capped(tmp_path: Path, db_url: str, **caps: int) -> Settings:
+class Caps(TypedDict, total=False):
+    max_dense_gpus: int
+    max_matrix_gpus: int
+
+
+def _capped(tmp_path: Path, db_url: str, **caps: Unpack[Caps]) -> Settings:
     return Settings(database_url=db_url, data_dir=tmp_path, api_token=SecretStr("t"), **caps)
 
 
@@ -101,3 +111,22 @@ def test_gpu_level_png_over_the_dense_cap_is_413(tmp_path: Path, db_url: str) ->
 def test_matrix_over_max_matrix_gpus_is_413_before_any_work(tmp_path: Path, db_url: str) -> None:
     with make_client(_capped(tmp_path, db_url, max_matrix_gpus=16)) as client:
         assert_problem(client.post("/v1/traffic-matrices", json=SMALL), 413)
+
+
+def test_binned_matrix_keeps_every_byte_and_equals_dense_when_small() -> None:
+    rng = np.random.default_rng(7)
+    size, n = 1000, 5000
+    traffic = SparseTraffic(
+        size,
+        rng.integers(0, size, n),
+        rng.integers(0, size, n),
+        rng.random(n) * 1e9,
+        np.zeros(n, dtype=np.int8),
+    )
+    binned, block = binned_matrix(traffic=traffic, max_cells=256)
+    assert block == 4 and binned.shape == (250, 250)
+    assert binned.sum() == pytest.approx(traffic.total_bytes)
+    assert binned[0, 0] == pytest.approx(traffic.to_dense(size)[:4, :4].sum())
+    exact, one = binned_matrix(traffic=traffic, max_cells=size)
+    assert one == 1
+    np.testing.assert_array_equal(exact, traffic.to_dense(size))

@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import Engine
 from starlette.requests import Request
 
 from api.plots import PNG_SIGNATURE
-from api.routes.runs import read_capped_body
+from api.routes.runs import read_upload
 from api.settings import Settings
 from estimator.errors import LimitError
 from tests.api.conftest import AUTH, assert_problem, fixture_text, make_client, row_counts
@@ -22,12 +23,12 @@ TEXT_HEADERS = {**AUTH, "Content-Type": "text/plain"}
 
 
 @pytest.fixture
-def lab(client):
+def lab(client: TestClient) -> TestClient:
     assert client.post("/v1/profiles", json=PROFILE, headers=AUTH).status_code == 201
     return client
 
 
-def test_upload_text_stores_runs_with_points(lab) -> None:
+def test_upload_text_stores_runs_with_points(lab: TestClient) -> None:
     text = fixture_text("nccl_all_reduce_8gpu.txt")
     response = lab.post("/v1/profiles/lab/runs", content=text, headers=TEXT_HEADERS)
     assert response.status_code == 201, response.text
@@ -42,7 +43,7 @@ def test_upload_text_stores_runs_with_points(lab) -> None:
     assert listed["count"] == 1 and listed["runs"][0]["id"] == run["id"]
 
 
-def test_upload_same_text_twice_stores_once(lab, db_engine: Engine) -> None:
+def test_upload_same_text_twice_stores_once(lab: TestClient, db_engine: Engine) -> None:
     text = fixture_text("nccl_all_reduce_8gpu.txt")
     first = lab.post("/v1/profiles/lab/runs", content=text, headers=TEXT_HEADERS)
     counts = row_counts(db_engine)
@@ -54,7 +55,7 @@ def test_upload_same_text_twice_stores_once(lab, db_engine: Engine) -> None:
     assert counts["uploads"] == 1
 
 
-def test_multipart_with_several_files(lab) -> None:
+def test_multipart_with_several_files(lab: TestClient) -> None:
     files = [
         ("files", ("ar.txt", fixture_text("nccl_all_reduce_8gpu.txt"), "text/plain")),
         ("files", ("ag.txt", fixture_text("nccl_all_gather_8gpu.txt"), "text/plain")),
@@ -65,7 +66,9 @@ def test_multipart_with_several_files(lab) -> None:
     assert ops == ["all_gather", "all_reduce"]
 
 
-def test_text_lacking_ranks_is_422_naming_the_query_parameter(lab, db_engine: Engine) -> None:
+def test_text_lacking_ranks_is_422_naming_the_query_parameter(
+    lab: TestClient, db_engine: Engine
+) -> None:
     text = fixture_text("nccl_table_only.txt")
     before = row_counts(db_engine)
     body = assert_problem(
@@ -82,7 +85,7 @@ def test_text_lacking_ranks_is_422_naming_the_query_parameter(lab, db_engine: En
     assert fixed.status_code == 201, fixed.text
 
 
-def test_failed_upload_leaves_row_counts_unchanged(lab, db_engine: Engine) -> None:
+def test_failed_upload_leaves_row_counts_unchanged(lab: TestClient, db_engine: Engine) -> None:
     before = row_counts(db_engine)
     files = [
         ("files", ("good.txt", fixture_text("nccl_all_reduce_8gpu.txt"), "text/plain")),
@@ -92,23 +95,23 @@ def test_failed_upload_leaves_row_counts_unchanged(lab, db_engine: Engine) -> No
     assert row_counts(db_engine) == before
 
 
-def test_unreadable_text_is_422_quoting_lines(lab) -> None:
+def test_unreadable_text_is_422_quoting_lines(lab: TestClient) -> None:
     response = lab.post("/v1/profiles/lab/runs", content="hello\nworld\n", headers=TEXT_HEADERS)
     body = assert_problem(response, 422)
     assert body["lines"][0]["text"] == "hello"
 
 
-def test_non_utf8_body_is_422(lab) -> None:
+def test_non_utf8_body_is_422(lab: TestClient) -> None:
     response = lab.post("/v1/profiles/lab/runs", content=b"\xff\xfe\x00x", headers=TEXT_HEADERS)
     assert_problem(response, 422, field="body")
 
 
-def test_upload_to_unknown_profile_is_404(client) -> None:
+def test_upload_to_unknown_profile_is_404(client: TestClient) -> None:
     text = fixture_text("nccl_all_reduce_8gpu.txt")
     assert_problem(client.post("/v1/profiles/nope/runs", content=text, headers=TEXT_HEADERS), 404)
 
 
-def test_upload_without_token_is_401(lab) -> None:
+def test_upload_without_token_is_401(lab: TestClient) -> None:
     text = fixture_text("nccl_all_reduce_8gpu.txt")
     response = lab.post("/v1/profiles/lab/runs", content=text)
     assert_problem(response, 401)
@@ -162,7 +165,7 @@ def test_reading_stops_at_the_cap_instead_of_reading_the_whole_body() -> None:
     received: list[int] = []
     request = _endless_request(received, [(b"content-type", b"text/plain")])
     with pytest.raises(LimitError):
-        asyncio.run(read_capped_body(request, max_bytes=10 * 1024, max_files=2))
+        asyncio.run(read_upload(request, max_bytes=10 * 1024, max_files=2))
     assert len(received) == 11  # one chunk past the cap, then stop
 
 
@@ -177,8 +180,24 @@ def test_multipart_parts_are_counted_while_streaming() -> None:
     headers = [(b"content-type", b"multipart/form-data; boundary=B")]
     request = Request({"type": "http", "method": "POST", "path": "/", "headers": headers}, receive)
     with pytest.raises(LimitError, match="more than 2 files"):
-        asyncio.run(read_capped_body(request, max_bytes=1 << 20, max_files=2))
-    assert len(received) == 4  # the 4th delimiter (split across chunks) opens a 3rd part
+        asyncio.run(read_upload(request, max_bytes=1 << 20, max_files=2))
+    assert len(received) == 3  # refused at the 3rd part's headers, the endless rest unread
+
+
+def test_streamed_multipart_over_the_cap_is_413_not_a_parse_error(
+    tmp_path: Path, db_url: str
+) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'--B\r\nContent-Disposition: form-data; name="files"; filename="a"\r\n\r\n'
+        for _ in range(10):
+            yield b"x" * 1024
+
+    headers = {**AUTH, "Content-Type": "multipart/form-data; boundary=B"}
+    with make_client(_small_caps(tmp_path, db_url)) as client:
+        client.post("/v1/profiles", json=PROFILE, headers=AUTH)
+        response = client.post("/v1/profiles/lab/runs", content=chunks(), headers=headers)
+        body = assert_problem(response, 413)
+    assert "COMMEST_MAX_UPLOAD_BYTES" in body["detail"]
 
 
 def test_too_many_files_is_413(tmp_path: Path, db_url: str) -> None:
@@ -189,7 +208,7 @@ def test_too_many_files_is_413(tmp_path: Path, db_url: str) -> None:
         assert "2 files" in body["detail"]
 
 
-def test_bandwidth_answers_with_method_and_source(lab) -> None:
+def test_bandwidth_answers_with_method_and_source(lab: TestClient) -> None:
     lab.post(
         "/v1/profiles/lab/runs",
         content=fixture_text("nccl_all_reduce_8gpu.txt"),
@@ -207,20 +226,48 @@ def test_bandwidth_answers_with_method_and_source(lab) -> None:
     assert between["method"] == "interpolated"
 
 
-def test_bandwidth_without_a_usable_run_is_404(lab) -> None:
+@pytest.fixture
+def measured(lab: TestClient) -> TestClient:
+    """Profile ``lab`` with one all_reduce run (8 ranks, 1 node) uploaded."""
+    text = fixture_text("nccl_all_reduce_8gpu.txt")
+    assert lab.post("/v1/profiles/lab/runs", content=text, headers=TEXT_HEADERS).is_success
+    return lab
+
+
+def test_op_takes_the_common_spellings_and_refuses_others_naming_the_choices(
+    measured: TestClient,
+) -> None:
+    lab = measured
+    params = {"ranks": 8, "nodes": 1, "bytes": 1 << 20}
+    for spelling in ("all_reduce", "allreduce", "All-Reduce"):
+        response = lab.get("/v1/profiles/lab/bandwidth", params={**params, "op": spelling})
+        assert response.status_code == 200 and response.json()["op"] == "all_reduce", spelling
+    assert len(lab.get("/v1/profiles/lab/runs", params={"op": "allreduce"}).json()["runs"]) == 1
+    bad = lab.get("/v1/profiles/lab/tuning-table", params={"op": "teleport", "ranks": 8})
+    assert "all_gather" in assert_problem(bad, 422, field="op")["rule"]
+
+
+def test_bandwidth_of_a_reduction_over_one_rank_is_422_not_a_null(measured: TestClient) -> None:
+    params = {"op": "all_reduce", "ranks": 1, "nodes": 1, "bytes": 1 << 20}
+    response = measured.get("/v1/profiles/lab/bandwidth", params=params)
+    body = assert_problem(response, 422, field="op, ranks, nodes, bytes")
+    assert body["value"]["ranks"] == 1 and "algbw_gbps" in body["rule"]
+
+
+def test_bandwidth_without_a_usable_run_is_404(lab: TestClient) -> None:
     params = {"op": "alltoall", "ranks": 16, "nodes": 2, "bytes": 1 << 20}
     body = assert_problem(lab.get("/v1/profiles/lab/bandwidth", params=params), 404)
     assert "upload" in body["detail"]
 
 
-def test_bandwidth_with_bad_parameters_is_422(lab) -> None:
+def test_bandwidth_with_bad_parameters_is_422(lab: TestClient) -> None:
     params = {"op": "all_reduce", "ranks": 8, "nodes": 1, "bytes": -1}
     assert_problem(lab.get("/v1/profiles/lab/bandwidth", params=params), 422, field="bytes")
     params = {"op": "teleport", "ranks": 8, "nodes": 1, "bytes": 10}
     assert_problem(lab.get("/v1/profiles/lab/bandwidth", params=params), 422, field="op")
 
 
-def test_curves_json_and_png(lab) -> None:
+def test_curves_json_and_png(lab: TestClient) -> None:
     lab.post(
         "/v1/profiles/lab/runs",
         content=fixture_text("nccl_all_reduce_8gpu.txt"),
@@ -235,7 +282,7 @@ def test_curves_json_and_png(lab) -> None:
     assert nominal.json()["curves"] and all(c["nominal"] for c in nominal.json()["curves"])
 
 
-def test_tuning_table_picks_the_best_backend(lab) -> None:
+def test_tuning_table_picks_the_best_backend(lab: TestClient) -> None:
     text = fixture_text("nccl_all_reduce_8gpu.txt")
     lab.post("/v1/profiles/lab/runs", content=text, headers=TEXT_HEADERS)
     slower = text.replace("  12.00 ", "  24.00 ")
@@ -255,7 +302,7 @@ def test_tuning_table_picks_the_best_backend(lab) -> None:
     )
 
 
-def test_estimate_with_an_uploaded_profile_uses_measured_bandwidth(lab) -> None:
+def test_estimate_with_an_uploaded_profile_uses_measured_bandwidth(lab: TestClient) -> None:
     lab.patch("/v1/profiles/lab", json={"utilization": 0.5}, headers=AUTH)
     lab.post(
         "/v1/profiles/lab/runs",

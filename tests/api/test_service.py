@@ -1,4 +1,4 @@
-"""api.service pieces that the routes rely on: caches that must never go stale."""
+"""The caches the routes rely on (api.caches): they must never go stale."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import time
 
 import numpy as np
 import pytest
+from fastapi import FastAPI
 
-from api.caches import MemoBandwidth, SnapshotCache
-from api.service import binned_matrix
-from estimator import SparseTraffic
+from api.caches import MemoBandwidth, ProfileSnapshot, SnapshotCache
+from api.settings import Settings
 from estimator.bandwidth import Collective, TrafficKind
 from profiles.nominal import nominal_bandwidth
 from tests.api.conftest import AUTH, ESTIMATE, make_client, request
@@ -29,9 +29,23 @@ def test_memo_bandwidth_agrees_with_the_provider_it_wraps() -> None:
     np.testing.assert_array_equal(arrays, expected)
 
 
+def _snapshot() -> ProfileSnapshot:
+    return ProfileSnapshot(
+        name="p",
+        gpus_per_node=8,
+        peak_tflops=None,
+        peak_tflops_by_dtype={},
+        gpu_memory_bytes=None,
+        utilization=None,
+        utilization_source=None,
+        nominal=True,
+        bandwidth=MemoBandwidth(nominal_bandwidth("dgx-h100-nominal")),
+    )
+
+
 def test_snapshot_cache_forgets_on_write_and_after_its_ttl() -> None:
     cache = SnapshotCache(ttl_s=0.05)
-    snapshot = object()
+    snapshot = _snapshot()
     cache.put("p", snapshot, generation=cache.generation, at=time.monotonic())
     assert cache.get("p") is snapshot
     cache.bump()
@@ -45,14 +59,15 @@ def test_a_snapshot_read_before_a_write_is_not_kept_as_fresh() -> None:
     cache = SnapshotCache()
     generation = cache.generation
     cache.bump()  # a write commits while the read is in flight
-    cache.put("p", object(), generation=generation, at=time.monotonic())
+    cache.put("p", _snapshot(), generation=generation, at=time.monotonic())
     assert cache.get("p") is None
 
 
-def test_writes_of_another_server_process_are_seen_within_the_ttl(app_settings) -> None:
+def test_writes_of_another_server_process_are_seen_within_the_ttl(app_settings: Settings) -> None:
     req = request(ESTIMATE)
     req["cluster"] = {"profile": "dgx-a100-nominal"}
     with make_client(app_settings) as first, make_client(app_settings) as second:
+        assert isinstance(first.app, FastAPI)
         first.app.state.runtime.snapshots.ttl_s = 0.2
         before = first.post("/v1/estimates", json=req).json()["cluster"]["utilization"]
         patched = second.patch(
@@ -62,22 +77,3 @@ def test_writes_of_another_server_process_are_seen_within_the_ttl(app_settings) 
         time.sleep(0.25)
         after = first.post("/v1/estimates", json=req).json()["cluster"]["utilization"]
     assert before != pytest.approx(0.3) and after == pytest.approx(0.3)
-
-
-def test_binned_matrix_keeps_every_byte_and_equals_dense_when_small() -> None:
-    rng = np.random.default_rng(7)
-    size, n = 1000, 5000
-    traffic = SparseTraffic(
-        size,
-        rng.integers(0, size, n),
-        rng.integers(0, size, n),
-        rng.random(n) * 1e9,
-        np.zeros(n, dtype=np.int8),
-    )
-    binned, block = binned_matrix(traffic=traffic, max_cells=256)
-    assert block == 4 and binned.shape == (250, 250)
-    assert binned.sum() == pytest.approx(traffic.total_bytes)
-    assert binned[0, 0] == pytest.approx(traffic.to_dense(size)[:4, :4].sum())
-    exact, one = binned_matrix(traffic=traffic, max_cells=size)
-    assert one == 1
-    np.testing.assert_array_equal(exact, traffic.to_dense(size))

@@ -16,7 +16,7 @@ from profiles import repository as repo
 from profiles.calibration import CalibrationSample, fit_utilization
 from profiles.db import transaction
 from profiles.models import Calibration, Point, Profile, Run, Upload
-from profiles.nominal import NOMINAL_SPECS, ensure_nominal_profiles
+from profiles.nominal import NOMINAL_SPECS
 from profiles.parsed import ParsedPoint, ParsedRun
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -325,9 +325,9 @@ def test_load_bandwidth_answers_from_stored_runs(session: Session) -> None:
 def test_nominal_profiles_are_present_after_ensure_and_ensure_is_idempotent(
     session: Session,
 ) -> None:
-    assert sorted(ensure_nominal_profiles(session=session)) == sorted(NOMINAL_SPECS)
+    assert sorted(repo.ensure_nominal_profiles(session=session)) == sorted(NOMINAL_SPECS)
     session.commit()
-    assert ensure_nominal_profiles(session=session) == []
+    assert repo.ensure_nominal_profiles(session=session) == []
     profile = repo.get_profile(session=session, name="dgx-a100-nominal")
     assert profile.nominal and profile.peak_tflops == 312.0 and profile.gpus_per_node == 8
     provider = repo.load_bandwidth(session=session, profile_name="dgx-a100-nominal")
