@@ -59,15 +59,21 @@ def hints_dict(hints: LogHints) -> dict[str, Any]:
     return {k: v for k, v in asdict(hints).items() if v is not None}
 
 
-def _require_complete(parsed: ParsedTrainingLog) -> None:
+def require_complete(parsed: ParsedTrainingLog) -> None:
+    """ValidationError naming every query parameter still needed, when the log leaves a
+    required request field unstated (the problem's ``missing`` member lists them)."""
     needed = [m for m in parsed.missing if m.required]
     if needed:
         listed = ", ".join(f"{m.query_parameter} ({m.what})" for m in needed)
-        raise ValidationError(
+        error = ValidationError(
             needed[0].field,
             None,
             f"the log does not state it; pass the query parameter(s) {listed}",
         )
+        error.context["missing"] = [
+            {"field": m.field, "query_parameter": m.query_parameter, "what": m.what} for m in needed
+        ]
+        raise error
 
 
 def _find(session: Session, profile_id: int, content_sha256: str) -> MeasuredRun | None:
@@ -92,7 +98,7 @@ def add_measured_run(
     ValidationError if the log leaves a required request field unstated (it names the query
     parameters to pass); NotFoundError for an unknown profile.
     """
-    _require_complete(parsed)
+    require_complete(parsed)
     profile = get_profile(session=session, name=profile_name)
     content = parsed.content_sha256
     existing = _find(session, profile.id, content)
