@@ -4,6 +4,11 @@ The URL comes from the Alembic config's ``sqlalchemy.url`` when set (``upgrade_d
 sets it), else from ``COMMEST_DATABASE_URL`` / the default SQLite file. On PostgreSQL a
 transaction-scoped advisory lock serialises concurrent upgrades (two workers starting at
 once); on SQLite ``BEGIN IMMEDIATE`` does the same.
+
+SQLite runs the migrations with foreign keys off (then checks them): a batch migration
+rebuilds a table by copying it and dropping the old one, and with foreign keys on, dropping
+``profiles`` or ``uploads`` would cascade-delete every row that refers to it (SQLite's own
+ALTER TABLE procedure says to turn them off first).
 """
 
 from __future__ import annotations
@@ -53,10 +58,15 @@ def run_migrations_online() -> None:
     engine = make_engine(_url())
     try:
         with engine.connect() as connection:
+            sqlite = connection.dialect.name == "sqlite"
+            if sqlite:  # outside any transaction, or SQLite ignores it
+                driver = connection.connection.driver_connection
+                assert driver is not None
+                driver.execute("PRAGMA foreign_keys=OFF")
             context.configure(
                 connection=connection,
                 target_metadata=target_metadata,
-                render_as_batch=connection.dialect.name == "sqlite",
+                render_as_batch=sqlite,
                 compare_type=True,
             )
             with context.begin_transaction():
@@ -65,6 +75,10 @@ def run_migrations_online() -> None:
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_ID}
                     )
                 context.run_migrations()
+                if sqlite:
+                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+                    if broken:
+                        raise RuntimeError(f"the migration broke foreign keys: {broken[:5]}")
     finally:
         engine.dispose()
 
