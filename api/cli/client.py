@@ -132,6 +132,12 @@ class Client(ABC):
         """POST /v1/profiles/{profile}/runs with one file (a write); ``hints`` as query."""
 
     @abstractmethod
+    def upload_training_log(
+        self, profile: str, filename: str, content: bytes, hints: Mapping[str, str]
+    ) -> Any:
+        """POST /v1/profiles/{profile}/training-logs with one file (a write); ``hints`` as query."""
+
+    @abstractmethod
     def calibrate(self, profile: str, body: Mapping[str, Any]) -> Any:
         """POST /v1/profiles/{profile}/calibrations (a write)."""
 

@@ -259,25 +259,31 @@ class LocalClient(Client):
 
         self.call(f"DELETE /v1/profiles/{name}", work)
 
+    def _upload_text(self, content: bytes, filename: str) -> str:
+        """An uploaded file's text, capped and decoded as the upload routes do."""
+        from api.services import runs
+        from estimator.errors import LimitError
+
+        cap = self.settings.max_upload_bytes
+        if len(content) > cap:
+            raise LimitError(
+                f"the upload is {len(content)} bytes, over the cap of {cap} bytes "
+                "(COMMEST_MAX_UPLOAD_BYTES)",
+                size_bytes=len(content),
+                max_upload_bytes=cap,
+            )
+        return runs.decode_upload(content, f"files[{filename}]")
+
     def upload_runs(
         self, profile: str, filename: str, content: bytes, hints: Mapping[str, str]
     ) -> Any:
         from api.schemas import UploadHints
         from api.services import runs
-        from estimator.errors import LimitError
 
         def work() -> Any:
             self.authorize()
             query = _validated(UploadHints, hints, "query")
-            cap = self.settings.max_upload_bytes
-            if len(content) > cap:
-                raise LimitError(
-                    f"the upload is {len(content)} bytes, over the cap of {cap} bytes "
-                    "(COMMEST_MAX_UPLOAD_BYTES)",
-                    size_bytes=len(content),
-                    max_upload_bytes=cap,
-                )
-            text = runs.decode_upload(content, f"files[{filename}]")
+            text = self._upload_text(content, filename)
             with self.session() as session:
                 answer, _ = runs.upload_runs(
                     session=session, name=profile, texts=[text], hints=query
@@ -285,6 +291,30 @@ class LocalClient(Client):
             return _json(answer)
 
         return self.call(f"POST /v1/profiles/{profile}/runs", work)
+
+    def upload_training_log(
+        self, profile: str, filename: str, content: bytes, hints: Mapping[str, str]
+    ) -> Any:
+        from api.schemas import TrainingLogHints
+        from api.services import training_logs
+
+        def work() -> Any:
+            self.authorize()
+            query = _validated(TrainingLogHints, hints, "query")
+            text = self._upload_text(content, filename)
+            parsed = training_logs.parse(text=text, hints=query)  # before the write, as routed
+            with self.session() as session:
+                answer, _ = training_logs.store(
+                    session=session,
+                    name=profile,
+                    text=text,
+                    parsed=parsed,
+                    hints=query,
+                    file_name=filename,
+                )
+            return _json(answer)
+
+        return self.call(f"POST /v1/profiles/{profile}/training-logs", work)
 
     def calibrate(self, profile: str, body: Mapping[str, Any]) -> Any:
         from api.schemas import CalibrationRequest

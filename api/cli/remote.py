@@ -106,6 +106,13 @@ class HttpClient(Client):
         files = {"files": (filename, content, "text/plain")}
         return self.json("POST", f"/v1/profiles/{segment(profile)}/runs", files=files, params=hints)
 
+    def upload_training_log(
+        self, profile: str, filename: str, content: bytes, hints: Mapping[str, str]
+    ) -> Any:
+        files = {"file": (filename, content, "text/plain")}
+        path = f"/v1/profiles/{segment(profile)}/training-logs"
+        return self.json("POST", path, files=files, params=hints)
+
     def calibrate(self, profile: str, body: Mapping[str, Any]) -> Any:
         return self.json("POST", f"/v1/profiles/{segment(profile)}/calibrations", json_body=body)
 

@@ -15,6 +15,7 @@ from api.routes import (
     presets,
     profiles,
     runs,
+    training_logs,
 )
 
 ROUTERS: tuple[APIRouter, ...] = (
@@ -26,6 +27,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     baselines.router,
     profiles.router,
     runs.router,
+    training_logs.router,
     calibrations.router,
     presets.router,
 )

@@ -99,9 +99,11 @@ def _multipart_problem(message: str, max_files: int) -> LimitError | ValidationE
     return ValidationError("body", "<multipart>", message)
 
 
-async def _multipart_texts(request: Request, max_files: int) -> list[str]:
-    """The files of a multipart body; Starlette's parser refuses the part past ``max_files``
-    (or ``max_fields`` form fields) while the body streams in."""
+async def _multipart_texts(
+    request: Request, max_files: int, hint_names: str
+) -> list[tuple[str, str]]:
+    """The files of a multipart body, (name, text) each; Starlette's parser refuses the part
+    past ``max_files`` (or ``max_fields`` form fields) while the body streams in."""
     try:
         form = await request.form(max_files=max_files, max_fields=max_files)
     except MultiPartException as exc:  # a request outside an app (tests) gets it as is
@@ -117,8 +119,7 @@ async def _multipart_texts(request: Request, max_files: int) -> list[str]:
             raise ValidationError(
                 fields[0],
                 "<form field>",
-                "only files are accepted; give op, ranks, nodes, backend, dtype as query "
-                "parameters",
+                f"only files are accepted; give {hint_names} as query parameters",
             )
         if not files:
             raise ValidationError("files", 0, "the multipart body holds no file")
@@ -126,14 +127,21 @@ async def _multipart_texts(request: Request, max_files: int) -> list[str]:
         for key, value in files:
             assert isinstance(value, UploadFile)
             name = value.filename or key
-            texts.append(service.decode_upload(await value.read(), f"files[{name}]"))
+            texts.append((name, service.decode_upload(await value.read(), f"files[{name}]")))
         return texts
     finally:
         await form.close()
 
 
-async def read_upload(request: Request, *, max_bytes: int, max_files: int) -> list[str]:
-    """The benchmark texts of an upload: the raw body, or each file of a multipart body.
+async def read_named_upload(
+    request: Request,
+    *,
+    max_bytes: int,
+    max_files: int,
+    hint_names: str = "op, ranks, nodes, backend, dtype",
+) -> list[tuple[str | None, str]]:
+    """The texts of an upload with their file names: the raw body (no name), or each file of a
+    multipart body. ``hint_names`` are the query parameters a form field is pointed to.
 
     The size cap is checked on ``Content-Length`` before anything is read, then while the
     body streams in (here for a raw body, by ``api.app.BodyCap`` for a multipart one).
@@ -141,10 +149,17 @@ async def read_upload(request: Request, *, max_bytes: int, max_files: int) -> li
     _declared_length(request, max_bytes)
     media, params = parse_options_header(request.headers.get("content-type", ""))
     if media != b"multipart/form-data":
-        return [service.decode_upload(await _capped_body(request, max_bytes), "body")]
+        return [(None, service.decode_upload(await _capped_body(request, max_bytes), "body"))]
     if not params.get(b"boundary"):
         raise ValidationError("Content-Type", media.decode(), "multipart needs a boundary")
-    return await _multipart_texts(request, max_files)
+    named = await _multipart_texts(request, max_files, hint_names)
+    return [(name, text) for name, text in named]
+
+
+async def read_upload(request: Request, *, max_bytes: int, max_files: int) -> list[str]:
+    """The benchmark texts of an upload: the raw body, or each file of a multipart body."""
+    named = await read_named_upload(request, max_bytes=max_bytes, max_files=max_files)
+    return [text for _, text in named]
 
 
 def _store(

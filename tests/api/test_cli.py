@@ -561,6 +561,35 @@ def test_profile_calibrate_fits_u_from_the_example_measurements(env: Path) -> No
     assert body["applied"] is False
 
 
+def test_profile_upload_log_then_calibrate_on_stored_runs(env: Path, tmp_path: Path) -> None:
+    logs = Path(__file__).resolve().parents[1] / "profiles" / "fixtures" / "training_logs"
+    log = tmp_path / "gpt2-run.log"
+    log.write_text(
+        (logs / "megatron_lm_gpt2_345m_tp2_pp2.txt").read_text().replace("padded vocab", "pv"),
+        encoding="utf-8",
+    )
+    lacking = run("profile", "upload-log", "dgx-a100-nominal", str(log))
+    assert lacking.exit_code == 2
+    assert "vocab_size" in lacking.stderr
+    uploaded = run(
+        "profile", "upload-log", "dgx-a100-nominal", str(log), "--vocab-size", "50257",
+        "--label", "gpt2", "--set", "recompute=none",
+    )  # fmt: skip
+    assert uploaded.exit_code == 0, uploaded.stderr
+    body = json.loads(uploaded.stdout)
+    assert body["file_name"] == "gpt2-run.log" and body["label"] == "gpt2"
+    assert body["iteration_time_s"] == pytest.approx(1.0826)
+    assert body["hints"] == {"vocab_size": 50257, "recompute": "none"}
+    assert "warning: the log ends at iteration 2000" in uploaded.stderr
+    bad = run("profile", "upload-log", "dgx-a100-nominal", str(log), "--set", "layers=3")
+    assert bad.exit_code == 2 and "FIELD=VALUE" in bad.stderr
+    fitted = run("profile", "calibrate", "dgx-a100-nominal", "--use-stored-runs")
+    assert fitted.exit_code == 0, fitted.stderr
+    assert 0 < json.loads(fitted.stdout)["utilization"] <= 1
+    neither = run("profile", "calibrate", "dgx-a100-nominal")
+    assert neither.exit_code == 2
+
+
 def test_serve_migrates_prints_where_and_runs_the_app_factory(
     env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -797,6 +826,8 @@ def test_every_verb_answers_locally_as_the_server_does(
     bad["layout"]["tensr"] = 8
     typo = write_json(tmp_path / "typo.json", bad)
     calibration = str(EXAMPLES / "calibration-measurements.json")
+    logs = Path(__file__).resolve().parents[1] / "profiles" / "fixtures" / "training_logs"
+    training_log = str(logs / "megatron_lm_gpt2_345m_tp2_pp2.txt")
     predicted = estimate_time(gpt3)
     same_everywhere = [
         ("estimate", "--request", gpt3),
@@ -858,6 +889,7 @@ def test_every_verb_answers_locally_as_the_server_does(
         ("profile", "show", "no-such-profile"),
         ("baseline", "show", "no-such-baseline"),
         ("baseline", "show", ".."),  # 422: not a name
+        ("profile", "upload-log", "dgx-a100-nominal", training_log, "--set", "tensor=0"),  # 422
         (
             "--token",
             "wrong",
@@ -935,11 +967,18 @@ def test_every_verb_answers_locally_as_the_server_does(
             ("check", "--request", gpt3, "--baseline", "local-base", "--format", "json"),
             ("check", "--request", gpt3, "--baseline", "remote-base", "--format", "json"),
         ),
+        (
+            ("profile", "upload-log", "local-lab", training_log, "--set", "recompute=none"),
+            ("profile", "upload-log", "remote-lab", training_log, "--set", "recompute=none"),
+        ),
         (("profile", "delete", "local-lab"), ("profile", "delete", "remote-lab")),
         (("profile", "calibrate", "dgx-a100-nominal", "--measurements", calibration),) * 2,
     ):
         local_args, remote_args = pair
-        _agree(run(*local_args), run("--server", server, *remote_args), mask=True)
+        local, remote = run(*local_args), run("--server", server, *remote_args)
+        _agree(local, remote, mask=True)
+        if local_args[1] != "create":  # the profiles exist: every one of these succeeds
+            assert local.exit_code == 0, (local_args, local.stderr)
     # what one side wrote, the other reads the same
     for args in (("profile", "list", "--format", "json"), ("baseline", "show", "remote-base")):
         _agree(*_both(server, *args))

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from api.cli.commands import verb_group
-from api.cli.exits import EXIT_BAD_INPUT, die
+from api.cli.exits import EXIT_BAD_INPUT, die, note
 from api.cli.inputs import read_json
 from api.cli.options import FormatOpt, OutputFormat, options
 from api.cli.render import emit_json
@@ -164,20 +164,109 @@ def profile_upload(
         typer.echo(line)
 
 
+#: What ``profile upload-log`` gives with options of its own; ``--set`` gives the other query
+#: parameters of POST .../training-logs (``api.schemas.TrainingLogHints``).
+LOG_OPTIONS = ("label", "gpus", "gpus_per_node", "vocab_size", "precision", "warmup_iterations")
+
+
+def _log_fields() -> tuple[str, ...]:
+    from api.schemas import TrainingLogHints
+
+    return tuple(name for name in TrainingLogHints.model_fields if name not in LOG_OPTIONS)
+
+
+@app.command("upload-log")
+def profile_upload_log(
+    ctx: typer.Context,
+    name: NameArg,
+    file: Annotated[Path, typer.Argument(help="The text a Megatron-LM / NeMo run printed.")],
+    label: Annotated[str | None, typer.Option(help="A name for the run.")] = None,
+    gpus: Annotated[
+        int | None, typer.Option(min=1, help="GPUs of the run, if the log does not say.")
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option(min=1, help="GPUs per node of the run.")
+    ] = None,
+    vocab_size: Annotated[
+        int | None, typer.Option(min=1, help="Vocabulary before padding, if not in the log.")
+    ] = None,
+    precision: Annotated[
+        str | None, typer.Option(help="fp32, bf16, fp16 or fp8, if not in the log.")
+    ] = None,
+    warmup_iterations: Annotated[
+        int | None,
+        typer.Option(min=0, help="Iterations after a (re)start left out (default 10)."),
+    ] = None,
+    set_fields: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help=f"FIELD=VALUE for another field the log lacks ({', '.join(_log_fields())}).",
+        ),
+    ] = None,
+) -> None:
+    """Store a training run read from its log: POST /v1/profiles/{name}/training-logs.
+
+    Prints the answer (steady-state iteration time, the iterations used and left out, the
+    request read); `profile calibrate NAME --use-stored-runs` then fits u on stored runs."""
+    if not file.is_file():
+        die(f"{file}: no such file", EXIT_BAD_INPUT)
+    params: dict[str, str] = {
+        k: str(v)
+        for k, v in (
+            ("label", label),
+            ("gpus", gpus),
+            ("gpus_per_node", gpus_per_node),
+            ("vocab_size", vocab_size),
+            ("precision", precision),
+            ("warmup_iterations", warmup_iterations),
+        )
+        if v is not None
+    }
+    fields = _log_fields()
+    for item in set_fields or []:
+        key, eq, value = item.partition("=")
+        if not eq or key not in fields:
+            die(
+                f"--set {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(fields)}",
+                EXIT_BAD_INPUT,
+            )
+        params[key] = value
+    try:
+        content = file.read_bytes()
+    except OSError as exc:
+        die(f"{file}: cannot read ({exc.strerror or exc})", EXIT_BAD_INPUT)
+    with open_client(options(ctx)) as client:
+        result = client.upload_training_log(name, file.name, content, params)
+    for warning in result.get("warnings") or [] if isinstance(result, dict) else []:
+        note(f"warning: {warning}")
+    emit_json(result)
+
+
 @app.command("calibrate")
 def profile_calibrate(
     ctx: typer.Context,
     name: NameArg,
     measurements: Annotated[
-        str, typer.Option(help="JSON file of measured iteration times (- for stdin).")
-    ],
+        str | None, typer.Option(help="JSON file of measured iteration times (- for stdin).")
+    ] = None,
+    use_stored_runs: Annotated[
+        bool,
+        typer.Option(help="Also fit on every run stored with `profile upload-log`."),
+    ] = False,
     apply: Annotated[
         bool, typer.Option("--apply/--no-apply", help="Store the fitted u on the profile.")
     ] = False,
 ) -> None:
     """Fit the utilization u from measured iterations: POST /v1/profiles/{name}/calibrations."""
-    data = read_json(measurements, "--measurements")
-    body = dict(data) if isinstance(data, dict) else {"runs": data}
+    if measurements is None and not use_stored_runs:
+        die("give --measurements FILE or --use-stored-runs", EXIT_BAD_INPUT)
+    body: dict[str, Any] = {}
+    if measurements is not None:
+        data = read_json(measurements, "--measurements")
+        body = dict(data) if isinstance(data, dict) else {"runs": data}
+    if use_stored_runs:
+        body["use_stored_runs"] = True
     body["apply"] = apply
     with open_client(options(ctx)) as client:
         emit_json(client.calibrate(name, body))
