@@ -9,6 +9,11 @@ The flags it knows and what they mean come from one table shared with the traini
 reader (``profiles.megatron_settings``); this module only reads a command line: the flags,
 their values, and the world size of a torchrun launcher (``--nnodes``/``--nproc-per-node``).
 Without ``--global-batch-size`` Megatron uses one micro-batch per data-parallel rank.
+
+The line is split as the shell splits it (``shlex``: quotes, comments, backslash
+continuations) and read with ``argparse``: every setting of the table is declared as a flag,
+in each of its spellings (``--a-b``, ``--a_b`` and its aliases), beside the launcher's; and
+``parse_known_args`` leaves the rest aside (named in a note).
 """
 
 from __future__ import annotations
