@@ -28,7 +28,7 @@ from profiles.db import (
 from profiles.models import Base
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = {"profiles", "uploads", "runs", "points", "calibrations", "baselines"}
+TABLES = {"profiles", "uploads", "runs", "points", "calibrations", "baselines", "placement_curves"}
 
 
 def _schema(engine: Engine) -> dict[str, object]:
