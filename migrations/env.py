@@ -53,18 +53,31 @@ def run_migrations_online() -> None:
     engine = make_engine(_url())
     try:
         with engine.connect() as connection:
+            sqlite = connection.dialect.name == "sqlite"
             context.configure(
                 connection=connection,
                 target_metadata=target_metadata,
-                render_as_batch=connection.dialect.name == "sqlite",
+                render_as_batch=sqlite,
                 compare_type=True,
             )
+            if sqlite:
+                # A batch migration rebuilds a table (create, copy, drop, rename); dropping a
+                # parent table with foreign keys on would cascade-delete its children's rows.
+                # SQLite's own procedure (sqlite.org/lang_altertable.html#otheralter): keys off
+                # outside the transaction, foreign_key_check before commit.
+                driver = connection.connection.driver_connection
+                assert driver is not None
+                driver.execute("PRAGMA foreign_keys=OFF")
             with context.begin_transaction():
                 if connection.dialect.name == "postgresql":
                     connection.execute(
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_ID}
                     )
                 context.run_migrations()
+                if sqlite:
+                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise RuntimeError(f"migration left dangling foreign keys: {broken[:5]}")
     finally:
         engine.dispose()
 

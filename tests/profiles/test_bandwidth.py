@@ -375,7 +375,7 @@ def test_best_of_compares_runs_only_where_both_measured() -> None:
     sweep = provider.busbw_gbps(
         K, AR, np.full(3, 16.0), np.full(3, 2.0), np.array([8192.0, 2.0**20, 2.0**33])
     )
-    assert sweep[2] == pytest.approx(OKE_BUSBW_8G, abs=0.01)
+    assert isinstance(sweep, np.ndarray) and sweep[2] == pytest.approx(OKE_BUSBW_8G, abs=0.01)
 
 
 def test_a_one_point_run_is_held_at_most_one_octave_then_the_nominal_curves_answer() -> None:
