@@ -122,6 +122,8 @@ ENVELOPE_FORMAT = 1  # version of Envelope.to_json; stored envelopes of another 
 _LN2 = math.log(2.0)
 _SLACK = 1e-9  # octaves: a size exactly at a bound (2^31 from 2^30) counts as within it
 _CHAIN_CACHE = 4096
+_SCALAR = (int, float, np.integer, np.floating)
+_OPS: dict[str, Collective] = {c.value: c for c in Collective}
 _MEMO_SIZE = 8192
 
 RING_OPS = frozenset(
@@ -379,6 +381,7 @@ class Envelope:
         "_down",
         "_lk",
         "_ml2",
+        "_pieces",
         "_slopes",
         "_up",
         "_v",
@@ -425,6 +428,7 @@ class Envelope:
         self._v: list[float] = values.tolist()
         self._slopes: list[float] = self.slopes.tolist()
         self._ml2: list[float] = measured_log2.tolist()
+        self._pieces: list[int] = piece_src.tolist()
         # Extrapolation from each knot, from the fit of the run winning there (module
         # docstring): a(S) = S / (α_ns + S / β) anchored at a(S_knot), held where a == 0;
         # how far it may go up (x_up) and down (x_down), in octaves.
@@ -675,6 +679,26 @@ class Envelope:
             return _Hit(self._from_knot(j, size_bytes), _ABOVE, j, up, ok_up)
         return _Hit(self._from_knot(j + 1, size_bytes), _BELOW, j + 1, down, ok_down)
 
+    def value_at(self, size_bytes: float, log_size: float) -> float | None:
+        """:meth:`locate`'s value without its provenance (the hot path of scalar queries)."""
+        lk = self._lk
+        if log_size < lk[0]:
+            if (lk[0] - log_size) / _LN2 <= self._down[0]:
+                return self._from_knot(0, size_bytes)
+            return None
+        last = len(lk) - 1
+        if log_size > lk[last]:
+            if (log_size - lk[last]) / _LN2 <= self._up[last]:
+                return self._from_knot(last, size_bytes)
+            return None
+        j = bisect_right(lk, log_size) - 1
+        if log_size == lk[j]:
+            return self._v[j]
+        if self._pieces[j] >= 0:
+            return self._slopes[j] * (log_size - lk[j]) + self._v[j]
+        hit = self.locate(size_bytes, log_size, False)
+        return None if hit is None else hit.value
+
     def _gap_sides(self, log_sizes: FloatArray) -> tuple[IntArray, BoolArray, BoolArray]:
         """For gap points: the knot below, whether to answer from it, and whether in bound."""
         lk = self.log_knots
@@ -791,10 +815,11 @@ Placement = tuple[int, int]
 
 
 class CurveSet:
-    """Runs (or stored envelopes) by collective, merged into envelopes per placement lazily.
+    """Runs (or stored envelopes) by collective and placement, merged into envelopes lazily.
 
     Items are ``RunCurve`` objects, ``Envelope`` objects or stored envelope JSON texts keyed by
-    (op, ranks, nodes); an op's envelopes are built on its first lookup and kept.
+    (op, ranks, nodes). Which placements exist is known at once; an envelope is decoded or
+    merged on its first lookup and kept, so a query pays only for the placements it reads.
     """
 
     def __init__(
@@ -806,69 +831,112 @@ class CurveSet:
         nominal: bool = False,
     ) -> None:
         self.nominal = nominal
-        self._curves: dict[Collective, list[RunCurve]] = {}
+        self._items: dict[Collective, dict[Placement, list[RunCurve | Envelope | str]]] = {}
         for curve in curves:
-            self._curves.setdefault(curve.op, []).append(curve)
-        self._ready: dict[Collective, dict[Placement, Envelope]] = {}
-        self._given: dict[Collective, list[Envelope]] = {}
+            self._add(curve.op, (curve.ranks, curve.nodes), curve)
         for envelope in envelopes:
-            self._given.setdefault(envelope.op, []).append(envelope)
-        self._stored: dict[Collective, list[str]] = {}
-        for op, _ranks, _nodes, text in stored:
-            self._stored.setdefault(Collective(op), []).append(text)
+            self._add(envelope.op, (envelope.ranks, envelope.nodes), envelope)
+        for op, ranks, nodes, text in stored:
+            self._add(Collective(op), (int(ranks), int(nodes)), text)
+        self._ready: dict[tuple[Collective, Placement], Envelope] = {}
         self._lock = threading.Lock()
+
+    def _add(self, op: Collective, placement: Placement, item: RunCurve | Envelope | str) -> None:
+        self._items.setdefault(op, {}).setdefault(placement, []).append(item)
 
     def curves(self) -> list[RunCurve]:
         """The run curves this set was given (not the stored envelopes)."""
-        return [c for curves in self._curves.values() for c in curves]
+        return [
+            item
+            for groups in self._items.values()
+            for items in groups.values()
+            for item in items
+            if isinstance(item, RunCurve)
+        ]
 
-    def ops(self) -> set[Collective]:
-        """Collectives with at least one run or envelope."""
-        return set(self._curves) | set(self._given) | set(self._stored)
+    def placements(self, op: Collective) -> list[Placement]:
+        """The (ranks, nodes) that ``op`` has runs at."""
+        return list(self._items.get(op, {}))
 
-    def get(self, op: Collective) -> dict[Placement, Envelope]:
-        """Envelopes of ``op`` by (ranks, nodes)."""
-        ready = self._ready.get(op)
+    def envelope(self, op: Collective, placement: Placement) -> Envelope:
+        """The envelope of ``op`` at ``placement`` (built on first use)."""
+        key = (op, placement)
+        ready = self._ready.get(key)
         if ready is not None:
             return ready
         with self._lock:
-            ready = self._ready.get(op)
+            ready = self._ready.get(key)
             if ready is None:
-                ready = self._build(op)
-                self._ready[op] = ready
+                ready = self._build(self._items[op][placement])
+                self._ready[key] = ready
         return ready
 
-    def _build(self, op: Collective) -> dict[Placement, Envelope]:
-        out: dict[Placement, Envelope] = {}
-        for text in self._stored.get(op, []):
-            envelope = Envelope.from_json(text)
-            out[(envelope.ranks, envelope.nodes)] = envelope
-        for envelope in self._given.get(op, []):
-            key = (envelope.ranks, envelope.nodes)
-            out[key] = out[key].merge(envelope) if key in out else envelope
-        groups: dict[Placement, list[RunCurve]] = {}
-        for curve in self._curves.get(op, []):
-            groups.setdefault((curve.ranks, curve.nodes), []).append(curve)
-        for key, curves in groups.items():
-            envelope = Envelope.of_curves(curves)
-            out[key] = out[key].merge(envelope) if key in out else envelope
-        return out
+    def get(self, op: Collective) -> dict[Placement, Envelope]:
+        """Every envelope of ``op`` by (ranks, nodes)."""
+        return {placement: self.envelope(op, placement) for placement in self.placements(op)}
+
+    @staticmethod
+    def _build(items: Sequence[RunCurve | Envelope | str]) -> Envelope:
+        envelopes = [Envelope.from_json(i) for i in items if isinstance(i, str)]
+        envelopes += [i for i in items if isinstance(i, Envelope)]
+        curves = [i for i in items if isinstance(i, RunCurve)]
+        if curves:
+            envelopes.append(Envelope.of_curves(curves))
+        merged = envelopes[0]
+        for other in envelopes[1:]:
+            merged = merged.merge(other)
+        return merged
 
 
 # --- the rule chain of one query ------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class _Rule:
-    """One candidate answer for an (op, ranks, nodes): an envelope × scale, and why."""
+    """One candidate answer for an (op, ranks, nodes): an envelope × scale, and why.
 
-    envelope: Envelope
-    scale: float
-    derivation: str | None  # None: runs of the queried op at the queried placement
-    nominal: bool
-    derived_placement: bool
-    derived_op: Collective | None
-    lower_bound: bool
+    The envelope is read from its set on first use, so building a chain reads none.
+    """
+
+    __slots__ = (
+        "_envelope",
+        "derivation",
+        "derived_op",
+        "derived_placement",
+        "lower_bound",
+        "nominal",
+        "placement",
+        "pool",
+        "ref_op",
+        "scale",
+    )
+
+    def __init__(
+        self,
+        pool: CurveSet,
+        ref_op: Collective,
+        placement: Placement,
+        scale: float,
+        derivation: str | None,
+        derived_placement: bool,
+        derived_op: Collective | None,
+        lower_bound: bool,
+    ) -> None:
+        self.pool, self.ref_op, self.placement = pool, ref_op, placement
+        self.scale = scale
+        self.derivation = derivation  # None: runs of the queried op at the queried placement
+        self.nominal = pool.nominal
+        self.derived_placement = derived_placement
+        self.derived_op = derived_op
+        self.lower_bound = lower_bound
+        self._envelope: Envelope | None = None
+
+    @property
+    def envelope(self) -> Envelope:
+        envelope = self._envelope
+        if envelope is None:
+            envelope = self.pool.envelope(self.ref_op, self.placement)
+            self._envelope = envelope
+        return envelope
 
 
 def _share_scale(ref_op: Collective, r_ref: float, op: Collective, r_q: float) -> float:
@@ -880,60 +948,53 @@ def _share_scale(ref_op: Collective, r_ref: float, op: Collective, r_q: float) -
 
 
 def _rules_from(
-    op: Collective,
-    ref_op: Collective,
-    groups: Mapping[Placement, Envelope],
-    ranks: int,
-    nodes: int,
-    nominal: bool,
+    op: Collective, ref_op: Collective, pool: CurveSet, ranks: int, nodes: int
 ) -> list[_Rule]:
-    """Rules answering (op, ranks, nodes) from ``ref_op`` envelopes, best first."""
+    """Rules answering (op, ranks, nodes) from ``ref_op`` runs of ``pool``, best first."""
     stand_in = None if op is ref_op else ref_op
     prefix = "" if stand_in is None else f"{ref_op.value} busbw stands in for {op.value}; "
     rules: list[_Rule] = []
-    exact = groups.get((ranks, nodes))
-    if exact is not None:
+    placements = pool.placements(ref_op)
+    if (ranks, nodes) in placements:
         how = None if stand_in is None else prefix.removesuffix("; ")
-        rules.append(_Rule(exact, 1.0, how, nominal, False, stand_in, False))
-    others = [e for key, e in groups.items() if key != (ranks, nodes)]
+        rules.append(_Rule(pool, ref_op, (ranks, nodes), 1.0, how, False, stand_in, False))
+    others = [p for p in placements if p != (ranks, nodes)]
     r_q = ranks / nodes
     if nodes == 1:
         intra = sorted(
-            (e for e in others if e.nodes == 1),
-            key=lambda e: (abs(math.log(e.ranks / ranks)), -e.ranks),
+            (p for p in others if p[1] == 1),
+            key=lambda p: (abs(math.log(p[0] / ranks)), -p[0]),
         )
-        for e in intra:
+        for r, _ in intra:
             how = (
-                f"{prefix}single-node busbw kept from {e.ranks} to {ranks} ranks "
+                f"{prefix}single-node busbw kept from {r} to {ranks} ranks "
                 "(bus bandwidth does not depend on the rank count)"
             )
-            rules.append(_Rule(e, 1.0, how, nominal, True, stand_in, False))
-        inter = sorted(
-            (e for e in others if e.nodes > 1), key=lambda e: (-e.ranks / e.nodes, e.nodes)
-        )
-        for e in inter:
-            rpn = e.ranks / e.nodes
+            rules.append(_Rule(pool, ref_op, (r, 1), 1.0, how, True, stand_in, False))
+        inter = sorted((p for p in others if p[1] > 1), key=lambda p: (-p[0] / p[1], p[1]))
+        for r, k in inter:
+            rpn = r / k
             scale = _share_scale(ref_op, rpn, op, r_q)
             how = (
                 f"{prefix}no single-node run: the inter-node figure with {rpn:g} ranks per "
                 f"node × {scale:.6g} is a lower bound within a node"
             )
-            rules.append(_Rule(e, scale, how, nominal, True, stand_in, True))
+            rules.append(_Rule(pool, ref_op, (r, k), scale, how, True, stand_in, True))
         return rules
 
-    def preference(e: Envelope) -> tuple[bool, float, float, int, int]:
-        r = e.ranks / e.nodes
-        return (r < r_q, abs(math.log(r / r_q)), abs(math.log(e.nodes / nodes)), -e.nodes, -e.ranks)
+    def preference(p: Placement) -> tuple[bool, float, float, int, int]:
+        rpn = p[0] / p[1]
+        return (rpn < r_q, abs(math.log(rpn / r_q)), abs(math.log(p[1] / nodes)), -p[1], -p[0])
 
-    for e in sorted((e for e in others if e.nodes > 1), key=preference):
-        rpn = e.ranks / e.nodes
+    for r, k in sorted((p for p in others if p[1] > 1), key=preference):
+        rpn = r / k
         scale = _share_scale(ref_op, rpn, op, r_q)
         how = (
-            f"{prefix}measured with {e.ranks} ranks on {e.nodes} nodes ({rpn:g} per node), "
+            f"{prefix}measured with {r} ranks on {k} nodes ({rpn:g} per node), "
             f"used for {ranks} ranks on {nodes} nodes ({r_q:g} per node) through the per-GPU "
             f"share of inter-node bandwidth: × {scale:.6g}"
         )
-        rules.append(_Rule(e, scale, how, nominal, True, stand_in, False))
+        rules.append(_Rule(pool, ref_op, (r, k), scale, how, True, stand_in, False))
     return rules
 
 
@@ -1088,9 +1149,7 @@ class ProfileBandwidth:
         rules: list[_Rule] = []
         for pool in (self._measured, self._nominal):
             for ref_op in (op, *RELATED.get(op, ())):
-                groups = pool.get(ref_op) if ref_op in pool.ops() else {}
-                if groups:
-                    rules.extend(_rules_from(op, ref_op, groups, ranks, nodes, pool.nominal))
+                rules.extend(_rules_from(op, ref_op, pool, ranks, nodes))
         if not rules:
             raise NotFoundError(self._missing_message(op, ranks, nodes))
         chain = tuple(rules)
@@ -1107,10 +1166,7 @@ class ProfileBandwidth:
             f"{ranks} ranks on {nodes} node(s)"
         )
         if nodes > 1 and any(
-            e.nodes == 1
-            for ref in (op, *RELATED.get(op, ()))
-            if ref in self._measured.ops()
-            for e in self._measured.get(ref).values()
+            k == 1 for ref in (op, *RELATED.get(op, ())) for _, k in self._measured.placements(ref)
         ):
             message += " (only single-node runs are stored; they say nothing of inter-node links)"
         if self._missing_hint:
@@ -1130,6 +1186,16 @@ class ProfileBandwidth:
         self, kind: TrafficKind, op: Collective, ranks: Num, nodes: Num, size_bytes: Num
     ) -> Num:
         """busbw (GB/s) for scalars or equal-shaped arrays; arrays come back in that shape."""
+        if (
+            isinstance(ranks, _SCALAR)
+            and isinstance(nodes, _SCALAR)
+            and isinstance(size_bytes, _SCALAR)
+        ):
+            # Collective is a StrEnum: "all_reduce" and Collective.ALL_REDUCE hash alike.
+            memo = self._memo.get((op, ranks, nodes, size_bytes))
+            if memo is not None:
+                return memo
+            return self._scalar(_OPS.get(op) or Collective(op), ranks, nodes, size_bytes)
         op = Collective(op)
         if np.ndim(ranks) == 0 and np.ndim(nodes) == 0 and np.ndim(size_bytes) == 0:
             return self._scalar(op, float(ranks), float(nodes), float(size_bytes))
@@ -1151,9 +1217,9 @@ class ProfileBandwidth:
         log_size = _log(size)
         value = None
         for rule in chain:
-            hit = rule.envelope.locate(size, log_size, False)
-            if hit is not None:
-                value = hit.value * rule.scale
+            found = rule.envelope.value_at(size, log_size)
+            if found is not None:
+                value = found * rule.scale
                 break
         if value is None:
             hit = chain[0].envelope.locate(size, log_size, True)
@@ -1168,11 +1234,11 @@ class ProfileBandwidth:
         self, kind: TrafficKind, op: Collective, ranks: int, nodes: int, size_bytes: float
     ) -> BandwidthAnswer:
         """One answer with its method, source and quality; equal to ``busbw_gbps``."""
-        op = Collective(op)
         key = (op, ranks, nodes, size_bytes)
         answer = self._answers.get(key)
         if answer is not None:
             return answer
+        op = _OPS.get(op) or Collective(op)
         ranks_i, nodes_i, size = _validate_scalar(ranks, nodes, size_bytes)
         chain = self._chain(op, ranks_i, nodes_i)
         log_size = _log(size)
@@ -1301,16 +1367,9 @@ def _validate_scalar(ranks: float, nodes: float, size_bytes: float) -> tuple[int
         r, k, s = float(ranks), float(nodes), float(size_bytes)
     except (TypeError, ValueError):
         r = k = s = math.nan
-    if (
-        math.isfinite(r)
-        and math.isfinite(k)
-        and r == int(r)
-        and k == int(k)
-        and 1 <= k <= r
-        and math.isfinite(s)
-        and s >= 0
-    ):
-        return int(r), int(k), max(s, 1.0)
+    # 1 <= k <= r < inf, both whole, 0 <= s < inf (comparisons are False for NaN)
+    if 1.0 <= k <= r < math.inf and r.is_integer() and k.is_integer() and 0.0 <= s < math.inf:
+        return int(r), int(k), s if s > 1.0 else 1.0
     _validate(np.array([r]), np.array([k]), np.array([s]), np.array([_int(r)]), np.array([_int(k)]))
     raise AssertionError("unreachable: _validate raises")  # pragma: no cover
 

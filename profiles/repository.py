@@ -883,28 +883,27 @@ def refresh_curves(*, session: Session, profile_name: str) -> None:
     bump_profile(session=session, profile=profile)
 
 
-def _nominal_for(profile: Profile) -> tuple[CurveSet | None, str | None, str | None]:
+def _nominal_for(row: Any) -> tuple[CurveSet | None, str | None, str | None]:
     """The nominal curves a profile falls back on, their name, and why there are none."""
     from profiles.nominal import FAMILY_SPECS, NOMINAL_SPECS, family_spec, nominal_curve_set
 
-    if profile.nominal and profile.name in NOMINAL_SPECS:
-        return nominal_curve_set(profile.name), profile.name, None
-    spec = family_spec(profile.gpu_model)
+    if row.nominal and row.name in NOMINAL_SPECS:
+        return nominal_curve_set(row.name), row.name, None
+    spec = family_spec(row.gpu_model)
     if spec is None:
         known = ", ".join(sorted(FAMILY_SPECS))
         return (
             None,
             None,
-            (
-                f"no nominal curves to fall back on: GPU model {profile.gpu_model!r} is not of a "
-                f"family commest has nominal figures for ({known})"
-            ),
+            f"no nominal curves to fall back on: GPU model {row.gpu_model!r} is not of a "
+            f"family commest has nominal figures for ({known})",
         )
-    return (
-        nominal_curve_set(spec.name),
-        f"{spec.name}, the profile's GPU family",
-        None,
-    )
+    return nominal_curve_set(spec.name), f"{spec.name}, the profile's GPU family", None
+
+
+_PROFILE_FOR_BANDWIDTH = select(
+    Profile.id, Profile.name, Profile.gpu_model, Profile.nominal, Profile.curves_format
+)
 
 
 def load_bandwidth(
@@ -913,33 +912,36 @@ def load_bandwidth(
     """The profile's bandwidth provider: its placement curves, with nominal ones as fallback.
 
     Answers come from the stored placement curves (one row per placement, whatever the run
-    count); ``with_runs`` also loads every enabled run's curve, for plots and tuning tables.
+    count; each decoded on first use); ``with_runs`` also loads every enabled run's curve, for
+    plots and tuning tables. Two queries in all.
     """
-    profile = get_profile(session=session, name=profile_name)
-    nominal, nominal_name, missing = _nominal_for(profile)
+    row = session.execute(_PROFILE_FOR_BANDWIDTH.where(Profile.name == profile_name)).first()
+    if row is None:
+        raise NotFoundError(f"no profile named {profile_name!r}", name=profile_name)
+    nominal, nominal_name, missing = _nominal_for(row)
     runs: list[RunCurve] | None = None
-    if with_runs or profile.curves_format != ENVELOPE_FORMAT:
-        runs = load_run_curves(session=session, profile_id=profile.id)
-    if profile.curves_format == ENVELOPE_FORMAT:
+    if with_runs or row.curves_format != ENVELOPE_FORMAT:
+        runs = load_run_curves(session=session, profile_id=row.id)
+    if row.curves_format == ENVELOPE_FORMAT:
         stored = session.execute(
             select(
                 PlacementCurve.collective,
                 PlacementCurve.ranks,
                 PlacementCurve.nodes,
                 PlacementCurve.curve,
-            ).where(PlacementCurve.profile_id == profile.id)
+            ).where(PlacementCurve.profile_id == row.id)
         ).all()
         measured = CurveSet(stored=[(r[0], r[1], r[2], r[3]) for r in stored])
     else:
         measured = CurveSet(runs or ())
     return ProfileBandwidth(
-        profile.name,
+        row.name,
         measured,
         nominal if nominal is not None else (),
         nominal_name=nominal_name,
         runs=runs if with_runs else (),
         missing_hint=missing,
-        nominal_fallback=not profile.nominal,
+        nominal_fallback=not row.nominal,
     )
 
 
