@@ -52,6 +52,9 @@ class PublishedRun:
     gpu: str
     measured_s: float
     in_fit_set: bool
+    # Provenance and software columns, as published (framework, framework_version, year,
+    # overlap_flags, inferred, precision ...): read by the framework presets, not by the loader.
+    meta: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,24 @@ def _int(value: str, default: int | None = None) -> int | None:
     return int(value) if value.strip() else default
 
 
+def _bool(value: str, default: bool) -> bool:
+    return value.strip().lower() == "true" if value.strip() else default
+
+
+# Columns carried on PublishedRun.meta as strings (the engine's presets interpret them).
+META_COLUMNS = (
+    "model",
+    "framework",
+    "framework_version",
+    "year",
+    "overlap_flags",
+    "inferred",
+    "precision",
+    "flops_formula",
+    "measured_tokens_per_s_per_gpu",
+)
+
+
 def measured_time_s(row: dict[str, str], model: ModelSpec) -> float | None:
     """The published time, or the published TFLOP/s per GPU turned back into a time with the
     formula the authors used (SC21 eq. 3 for Megatron-LM, MT-NLG)."""
@@ -129,24 +150,36 @@ def measured_time_s(row: dict[str, str], model: ModelSpec) -> float | None:
     return None
 
 
+def model_spec(row: dict[str, str]) -> ModelSpec:
+    """The row's model shape; MoE columns blank for dense models."""
+    return ModelSpec(
+        num_layers=int(row["num_layers"]),
+        hidden_size=int(row["hidden_size"]),
+        num_attention_heads=int(row["num_attention_heads"]),
+        seq_length=int(row["seq_length"]),
+        vocab_size=int(row["vocab_size"]),
+        ffn_hidden_size=_int(row["ffn_hidden_size"]),
+        num_query_groups=_int(row["num_query_groups"]),
+        swiglu=_bool(row["swiglu"], False),
+        tied_embeddings=_bool(row["tied_embeddings"], True),
+        moe_num_experts=_int(row["moe_num_experts"], 1) or 1,
+        moe_top_k=_int(row["moe_top_k"], 1) or 1,
+        moe_every_k_layers=_int(row["moe_every_k_layers"], 1) or 1,
+        moe_ffn_hidden_size=_int(row["moe_ffn_hidden_size"]),
+    )
+
+
 def load_runs() -> tuple[list[PublishedRun], list[Excluded]]:
-    """Rows the engine can model, and the others with the reason."""
+    """Rows the engine can model, and the others with the reason (the row's own
+    ``exclude_reason`` first, then what the loader or the layout check finds)."""
     text = resources.files("profiles.validation").joinpath("published_runs.csv").read_text()
     runs: list[PublishedRun] = []
     excluded: list[Excluded] = []
     for row in csv.DictReader(text.splitlines()):
-        model = ModelSpec(
-            num_layers=int(row["num_layers"]),
-            hidden_size=int(row["hidden_size"]),
-            num_attention_heads=int(row["num_attention_heads"]),
-            seq_length=int(row["seq_length"]),
-            vocab_size=int(row["vocab_size"]),
-            ffn_hidden_size=_int(row["ffn_hidden_size"]),
-            num_query_groups=_int(row["num_query_groups"]),
-            swiglu=row["swiglu"].strip().lower() == "true",
-        )
-        p = int(row["pipeline"])
-        v = _int(row["virtual_stages"], 1) or 1
+        if row["exclude_reason"].strip():
+            excluded.append(Excluded(row["id"], row["source"], row["exclude_reason"].strip()))
+            continue
+        model = model_spec(row)
         measured = measured_time_s(row, model)
         if measured is None:
             excluded.append(
@@ -160,21 +193,22 @@ def load_runs() -> tuple[list[PublishedRun], list[Excluded]]:
                 Excluded(row["id"], row["source"], "activation recompute not published")
             )
             continue
-        zero = 3 if "zero3" in row["id"] else 0
         training = TrainingSpec(
             global_batch_size=int(row["global_batch_size"]),
             micro_batch_size=_int(row["micro_batch_size"], 1) or 1,
             recompute=row["recompute"],  # type: ignore[arg-type]
             precision=(row["precision"] or "fp16"),  # type: ignore[arg-type]
-            flash_attention=row["flash_attention"].strip().lower() == "true",
+            flash_attention=_bool(row["flash_attention"], False),
         )
         layout = LayoutSpec(
-            pipeline=p,
+            pipeline=int(row["pipeline"]),
             tensor=int(row["tensor"]),
             data=int(row["data"]),
-            virtual_stages=v,
-            zero_stage=zero,
-            sequence_parallel=row["sequence_parallel"].lower() == "true",
+            virtual_stages=_int(row["virtual_stages"], 1) or 1,
+            context_parallel=_int(row["context_parallel"], 1) or 1,
+            expert_parallel=_int(row["expert_parallel"], 1) or 1,
+            zero_stage=_int(row["zero_stage"], 0) or 0,
+            sequence_parallel=_bool(row["sequence_parallel"], False),
             first_stage_layers=_int(row["first_stage_layers"]),
             last_stage_layers=_int(row["last_stage_layers"]),
         )
@@ -192,6 +226,7 @@ def load_runs() -> tuple[list[PublishedRun], list[Excluded]]:
                 gpu=row["gpu"],
                 measured_s=measured,
                 in_fit_set=row["source"] == FIT_SOURCE and row["source_ref"].startswith(FIT_TABLE),
+                meta={c: row[c] for c in META_COLUMNS},
             )
         )
     return runs, excluded

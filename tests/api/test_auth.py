@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from api.deps import token_path
 from api.settings import Settings
@@ -16,7 +17,7 @@ from tests.conftest import TEST_TOKEN
 PROFILE = {"name": "p1", "gpu_model": "A100", "gpus_per_node": 8}
 
 
-def test_missing_token_is_401_with_bearer_challenge(client) -> None:
+def test_missing_token_is_401_with_bearer_challenge(client: TestClient) -> None:
     response = client.post("/v1/profiles", json=PROFILE)
     body = assert_problem(response, 401)
     assert response.headers["www-authenticate"] == "Bearer"
@@ -24,13 +25,13 @@ def test_missing_token_is_401_with_bearer_challenge(client) -> None:
 
 
 @pytest.mark.parametrize("header", ["Basic dXNlcjpwdw==", "Bearer", "Bearer   ", TEST_TOKEN])
-def test_malformed_header_is_401(client, header: str) -> None:
+def test_malformed_header_is_401(client: TestClient, header: str) -> None:
     response = client.post("/v1/profiles", json=PROFILE, headers={"Authorization": header})
     assert_problem(response, 401)
     assert response.headers["www-authenticate"].startswith("Bearer")
 
 
-def test_wrong_token_is_401_and_never_echoed(client) -> None:
+def test_wrong_token_is_401_and_never_echoed(client: TestClient) -> None:
     wrong = "wrong-token-9f8e7d"
     response = client.post(
         "/v1/profiles", json=PROFILE, headers={"Authorization": f"Bearer {wrong}"}
@@ -40,11 +41,11 @@ def test_wrong_token_is_401_and_never_echoed(client) -> None:
     assert wrong not in response.text and TEST_TOKEN not in response.text
 
 
-def test_right_token_writes(client) -> None:
+def test_right_token_writes(client: TestClient) -> None:
     assert client.post("/v1/profiles", json=PROFILE, headers=AUTH).status_code == 201
 
 
-def test_reads_need_no_token(client) -> None:
+def test_reads_need_no_token(client: TestClient) -> None:
     assert client.post("/v1/estimates", json=ESTIMATE).status_code == 200
     assert client.get("/v1/profiles").status_code == 200
     assert client.get("/v1/presets/models").status_code == 200

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.api.conftest import AUTH, ESTIMATE, assert_problem
 
 
-def test_put_creates_then_replaces(client) -> None:
+def test_put_creates_then_replaces(client: TestClient) -> None:
     first = client.put("/v1/baselines/main", json=ESTIMATE, headers=AUTH)
     assert first.status_code == 201, first.text
     body = first.json()
@@ -24,27 +25,27 @@ def test_put_creates_then_replaces(client) -> None:
     assert [b["name"] for b in client.get("/v1/baselines").json()] == ["main"]
 
 
-def test_get_unknown_baseline_is_404(client) -> None:
+def test_get_unknown_baseline_is_404(client: TestClient) -> None:
     assert_problem(client.get("/v1/baselines/none-here"), 404)
 
 
-def test_put_without_token_is_401_and_stores_nothing(client) -> None:
+def test_put_without_token_is_401_and_stores_nothing(client: TestClient) -> None:
     response = client.put("/v1/baselines/main", json=ESTIMATE)
     assert_problem(response, 401)
     assert response.headers["www-authenticate"].startswith("Bearer")
     assert_problem(client.get("/v1/baselines/main"), 404)
 
 
-def test_put_invalid_request_is_422(client) -> None:
+def test_put_invalid_request_is_422(client: TestClient) -> None:
     bad = {**ESTIMATE, "layout": {"pipeline": 8, "tensor": 8}}
     assert_problem(client.put("/v1/baselines/main", json=bad, headers=AUTH), 422)
 
 
-def test_invalid_name_is_422(client) -> None:
+def test_invalid_name_is_422(client: TestClient) -> None:
     assert_problem(client.put("/v1/baselines/bad name!", json=ESTIMATE, headers=AUTH), 422)
 
 
-def test_delete_baseline(client) -> None:
+def test_delete_baseline(client: TestClient) -> None:
     client.put("/v1/baselines/main", json=ESTIMATE, headers=AUTH)
     assert client.delete("/v1/baselines/main", headers=AUTH).status_code == 204
     assert_problem(client.get("/v1/baselines/main"), 404)

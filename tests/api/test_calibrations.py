@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.api.conftest import AUTH, ESTIMATE, assert_problem
 
@@ -10,14 +13,14 @@ REQUEST = {k: v for k, v in ESTIMATE.items() if k != "cluster"}
 OTHER_LAYOUT = {**REQUEST, "layout": {"pipeline": 16, "tensor": 8, "data": 12}}
 
 
-def _measured(client, request: dict, u: float) -> float:
+def _measured(client: TestClient, request: dict[str, Any], u: float) -> float:
     body = {**request, "cluster": {"profile": "dgx-a100-nominal", "utilization": u}}
     response = client.post("/v1/estimates", json=body)
     assert response.status_code == 200, response.text
     return float(response.json()["iteration_time_s"])
 
 
-def test_calibration_recovers_u_from_times_the_engine_predicts(client) -> None:
+def test_calibration_recovers_u_from_times_the_engine_predicts(client: TestClient) -> None:
     runs = [
         {"request": REQUEST, "measured_iteration_time_s": _measured(client, REQUEST, 0.4)},
         {
@@ -42,7 +45,7 @@ def test_calibration_recovers_u_from_times_the_engine_predicts(client) -> None:
     assert [c["id"] for c in listed] == [body["id"]]
 
 
-def test_apply_sets_the_profiles_fitted_u(client) -> None:
+def test_apply_sets_the_profiles_fitted_u(client: TestClient) -> None:
     runs = [{"request": REQUEST, "measured_iteration_time_s": _measured(client, REQUEST, 0.35)}]
     response = client.post(
         "/v1/profiles/dgx-a100-nominal/calibrations",
@@ -55,7 +58,7 @@ def test_apply_sets_the_profiles_fitted_u(client) -> None:
     assert profile["utilization_source"] == "fitted"
 
 
-def test_measured_faster_than_peak_is_422(client) -> None:
+def test_measured_faster_than_peak_is_422(client: TestClient) -> None:
     runs = [{"request": REQUEST, "measured_iteration_time_s": 0.001}]
     response = client.post(
         "/v1/profiles/dgx-a100-nominal/calibrations", json={"runs": runs}, headers=AUTH
@@ -64,7 +67,7 @@ def test_measured_faster_than_peak_is_422(client) -> None:
     assert client.get("/v1/profiles/dgx-a100-nominal/calibrations").json() == []
 
 
-def test_utilization_in_a_calibration_request_is_422(client) -> None:
+def test_utilization_in_a_calibration_request_is_422(client: TestClient) -> None:
     request = {**REQUEST, "cluster": {"utilization": 0.5}}
     runs = [{"request": request, "measured_iteration_time_s": 20.0}]
     response = client.post(
@@ -73,7 +76,7 @@ def test_utilization_in_a_calibration_request_is_422(client) -> None:
     assert_problem(response, 422, field="runs[0].request.cluster.utilization")
 
 
-def test_another_profile_in_a_calibration_request_is_422(client) -> None:
+def test_another_profile_in_a_calibration_request_is_422(client: TestClient) -> None:
     request = {**REQUEST, "cluster": {"profile": "dgx-h100-nominal"}}
     runs = [{"request": request, "measured_iteration_time_s": 20.0}]
     response = client.post(
@@ -82,19 +85,19 @@ def test_another_profile_in_a_calibration_request_is_422(client) -> None:
     assert_problem(response, 422, field="runs[0].request.cluster.profile")
 
 
-def test_calibrating_an_unknown_profile_is_404(client) -> None:
+def test_calibrating_an_unknown_profile_is_404(client: TestClient) -> None:
     runs = [{"request": REQUEST, "measured_iteration_time_s": 20.0}]
     response = client.post("/v1/profiles/nope/calibrations", json={"runs": runs}, headers=AUTH)
     assert_problem(response, 404)
 
 
-def test_calibration_needs_a_token(client) -> None:
+def test_calibration_needs_a_token(client: TestClient) -> None:
     runs = [{"request": REQUEST, "measured_iteration_time_s": 20.0}]
     response = client.post("/v1/profiles/dgx-a100-nominal/calibrations", json={"runs": runs})
     assert_problem(response, 401)
 
 
-def test_empty_runs_is_422(client) -> None:
+def test_empty_runs_is_422(client: TestClient) -> None:
     response = client.post(
         "/v1/profiles/dgx-a100-nominal/calibrations", json={"runs": []}, headers=AUTH
     )

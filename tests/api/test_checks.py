@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.api.conftest import AUTH, ESTIMATE, assert_problem
 
 
-def _predicted(client) -> float:
+def _predicted(client: TestClient) -> float:
     return float(client.post("/v1/estimates", json=ESTIMATE).json()["iteration_time_s"])
 
 
-def test_budget_check_passes_above_the_prediction(client) -> None:
+def test_budget_check_passes_above_the_prediction(client: TestClient) -> None:
     predicted = _predicted(client)
     response = client.post("/v1/checks", json={**ESTIMATE, "max_iteration_time_s": predicted * 1.1})
     assert response.status_code == 200, response.text
@@ -25,7 +26,7 @@ def test_budget_check_passes_above_the_prediction(client) -> None:
     assert body["estimate"]["iteration_time_s"] == pytest.approx(predicted)
 
 
-def test_budget_check_fails_below_the_prediction(client) -> None:
+def test_budget_check_fails_below_the_prediction(client: TestClient) -> None:
     predicted = _predicted(client)
     body = client.post(
         "/v1/checks", json={**ESTIMATE, "max_iteration_time_s": predicted * 0.9}
@@ -34,7 +35,7 @@ def test_budget_check_fails_below_the_prediction(client) -> None:
     assert body["margin_s"] < 0 and body["margin_pct"] < 0
 
 
-def test_baseline_check_passes_within_tolerance_and_fails_beyond(client) -> None:
+def test_baseline_check_passes_within_tolerance_and_fails_beyond(client: TestClient) -> None:
     put = client.put("/v1/baselines/gpt3-main", json=ESTIMATE, headers=AUTH)
     assert put.status_code == 201
     same = client.post("/v1/checks", json={**ESTIMATE, "baseline": "gpt3-main"}).json()
@@ -51,21 +52,21 @@ def test_baseline_check_passes_within_tolerance_and_fails_beyond(client) -> None
     assert loose["passed"] is True
 
 
-def test_check_needs_exactly_one_criterion(client) -> None:
+def test_check_needs_exactly_one_criterion(client: TestClient) -> None:
     assert_problem(client.post("/v1/checks", json=ESTIMATE), 422, field="max_iteration_time_s")
     both = {**ESTIMATE, "max_iteration_time_s": 10.0, "baseline": "x"}
     assert_problem(client.post("/v1/checks", json=both), 422)
 
 
-def test_tolerance_without_baseline_is_422(client) -> None:
+def test_tolerance_without_baseline_is_422(client: TestClient) -> None:
     body = {**ESTIMATE, "max_iteration_time_s": 10.0, "tolerance": 0.1}
     assert_problem(client.post("/v1/checks", json=body), 422, field="tolerance")
 
 
-def test_unknown_baseline_is_404(client) -> None:
+def test_unknown_baseline_is_404(client: TestClient) -> None:
     assert_problem(client.post("/v1/checks", json={**ESTIMATE, "baseline": "nope"}), 404)
 
 
-def test_checks_need_no_token(client) -> None:
+def test_checks_need_no_token(client: TestClient) -> None:
     response = client.post("/v1/checks", json={**ESTIMATE, "max_iteration_time_s": 1e6})
     assert response.status_code == 200

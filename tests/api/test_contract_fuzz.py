@@ -154,7 +154,7 @@ def test_every_operation_has_valid_requests_here() -> None:
 
 
 def _seed(schema: Any) -> None:
-    steps = [
+    steps: list[tuple[str, dict[str, Any], int]] = [
         ("POST /v1/profiles", {"body": PROFILE}, 201),
         (
             "POST /v1/profiles/{name}/runs",

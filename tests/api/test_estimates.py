@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 
 from estimator import (
     ClusterSpec,
@@ -23,7 +24,7 @@ EXACT = 1e-12
 BREAKDOWN_KEYS = {"compute", "tp", "pp", "dp", "bubble", "embedding_sync", "expert", "cp"}
 
 
-def test_estimate_by_preset_with_nominal_profile_matches_the_engine(client) -> None:
+def test_estimate_by_preset_with_nominal_profile_matches_the_engine(client: TestClient) -> None:
     response = client.post("/v1/estimates", json=ESTIMATE)
     assert response.status_code == 200, response.text
     body = response.json()
@@ -59,7 +60,7 @@ def test_estimate_by_preset_with_nominal_profile_matches_the_engine(client) -> N
     assert body["traffic_bytes_per_gpu"]["tp"] > 0 and body["assumptions"]
 
 
-def test_paper_fidelity_with_scalar_c_equals_the_hand_formula(client) -> None:
+def test_paper_fidelity_with_scalar_c_equals_the_hand_formula(client: TestClient) -> None:
     response = client.post("/v1/estimates", json=SCALAR_C)
     assert response.status_code == 200, response.text
     body = response.json()
@@ -83,14 +84,14 @@ def test_paper_fidelity_with_scalar_c_equals_the_hand_formula(client) -> None:
     assert body["cluster"]["bandwidth"].startswith("fixed")
 
 
-def test_explicit_fields_equal_the_preset(client) -> None:
+def test_explicit_fields_equal_the_preset(client: TestClient) -> None:
     explicit = client.post("/v1/estimates", json=SCALAR_C).json()
     by_preset = client.post("/v1/estimates", json=request(SCALAR_C, model={"preset": "gpt3-175b"}))
     assert by_preset.status_code == 200
     assert by_preset.json()["iteration_time_s"] == pytest.approx(explicit["iteration_time_s"])
 
 
-def test_preset_with_overrides_changes_the_model(client) -> None:
+def test_preset_with_overrides_changes_the_model(client: TestClient) -> None:
     base = client.post("/v1/estimates", json=SCALAR_C).json()
     longer = request(SCALAR_C)
     longer["model"] = {"preset": "gpt3-175b", "seq_length": 4096}
@@ -99,7 +100,7 @@ def test_preset_with_overrides_changes_the_model(client) -> None:
     assert response.json()["iteration_time_s"] > 1.9 * base["iteration_time_s"]
 
 
-def test_gpu_preset_gives_peak_and_memory(client) -> None:
+def test_gpu_preset_gives_peak_and_memory(client: TestClient) -> None:
     cluster = dict(SCALAR_C["cluster"])
     del cluster["peak_tflops"], cluster["gpu_memory_gb"]
     cluster["gpu"] = "h100-sxm5-80gb"
@@ -112,7 +113,7 @@ def test_gpu_preset_gives_peak_and_memory(client) -> None:
     assert body["memory"]["capacity_bytes"] == 80e9
 
 
-def test_scalar_c_matches_fixed_bandwidth_engine_in_detailed_fidelity(client) -> None:
+def test_scalar_c_matches_fixed_bandwidth_engine_in_detailed_fidelity(client: TestClient) -> None:
     response = client.post("/v1/estimates", json=request(SCALAR_C, fidelity="detailed"))
     engine = estimate(
         Scenario(
@@ -131,33 +132,33 @@ def test_scalar_c_matches_fixed_bandwidth_engine_in_detailed_fidelity(client) ->
     assert response.json()["iteration_time_s"] == pytest.approx(engine.iteration_time_s, rel=EXACT)
 
 
-def test_unknown_model_preset_is_404(client) -> None:
+def test_unknown_model_preset_is_404(client: TestClient) -> None:
     body = assert_problem(
         client.post("/v1/estimates", json=request(ESTIMATE, model={"preset": "gpt5"})), 404
     )
     assert "gpt3-175b" in body["detail"]  # lists the known keys
 
 
-def test_unknown_profile_is_404(client) -> None:
+def test_unknown_profile_is_404(client: TestClient) -> None:
     response = client.post(
         "/v1/estimates", json=request(ESTIMATE, cluster={"profile": "no-such-cluster"})
     )
     assert "no-such-cluster" in assert_problem(response, 404)["detail"]
 
 
-def test_impossible_layout_is_422_naming_field_and_rule(client) -> None:
+def test_impossible_layout_is_422_naming_field_and_rule(client: TestClient) -> None:
     bad = request(ESTIMATE, layout={"tensor": 7})
     body = assert_problem(client.post("/v1/estimates", json=bad), 422, field="layout.tensor")
     assert body["value"] == 7 and "num_attention_heads" in body["rule"]
 
 
-def test_unknown_field_is_422_not_ignored(client) -> None:
+def test_unknown_field_is_422_not_ignored(client: TestClient) -> None:
     bad = request(ESTIMATE, layout={"pipelines": 8})
     body = assert_problem(client.post("/v1/estimates", json=bad), 422, field="layout.pipelines")
     assert body["errors"][0]["in"] == "body"
 
 
-def test_pydantic_errors_list_every_field_value_and_rule(client) -> None:
+def test_pydantic_errors_list_every_field_value_and_rule(client: TestClient) -> None:
     bad = request(ESTIMATE, layout={"pipeline": "eight"}, training={"recompute": "sometimes"})
     body = assert_problem(client.post("/v1/estimates", json=bad), 422)
     fields = {e["field"]: e for e in body["errors"]}
@@ -166,7 +167,7 @@ def test_pydantic_errors_list_every_field_value_and_rule(client) -> None:
     assert all(e["rule"] for e in body["errors"])
 
 
-def test_nominal_profile_gives_its_fitted_utilization(client) -> None:
+def test_nominal_profile_gives_its_fitted_utilization(client: TestClient) -> None:
     req = request(ESTIMATE)
     req["cluster"] = {"profile": "dgx-a100-nominal"}
     response = client.post("/v1/estimates", json=req)
@@ -177,7 +178,7 @@ def test_nominal_profile_gives_its_fitted_utilization(client) -> None:
     assert cluster["memory_traffic_factor"] == A100.memory_traffic_factor
 
 
-def test_profile_without_utilization_is_422_not_a_silent_default(client) -> None:
+def test_profile_without_utilization_is_422_not_a_silent_default(client: TestClient) -> None:
     new = {"name": "no-u", "gpu_model": "A100", "gpus_per_node": 8, "peak_tflops": 312}
     assert client.post("/v1/profiles", json=new, headers=AUTH).status_code == 201
     bad = request(ESTIMATE)
@@ -186,31 +187,31 @@ def test_profile_without_utilization_is_422_not_a_silent_default(client) -> None
     assert "calibration" in body["rule"]
 
 
-def test_profile_with_scalar_bandwidths_is_422(client) -> None:
+def test_profile_with_scalar_bandwidths_is_422(client: TestClient) -> None:
     bad = request(ESTIMATE, cluster={"bandwidth_gbps": {"tp": 1, "pp": 1, "dp": 1}})
     assert_problem(client.post("/v1/estimates", json=bad), 422, field="cluster.bandwidth_gbps")
 
 
-def test_explicit_cluster_without_bandwidth_is_422(client) -> None:
+def test_explicit_cluster_without_bandwidth_is_422(client: TestClient) -> None:
     bad = request(SCALAR_C)
     del bad["cluster"]["bandwidth_gbps"]
     assert_problem(client.post("/v1/estimates", json=bad), 422, field="cluster.bandwidth_gbps")
 
 
-def test_explicit_model_missing_a_field_is_422(client) -> None:
+def test_explicit_model_missing_a_field_is_422(client: TestClient) -> None:
     bad = request(SCALAR_C)
     del bad["model"]["vocab_size"]
     assert_problem(client.post("/v1/estimates", json=bad), 422, field="model.vocab_size")
 
 
-def test_invalid_json_is_422_problem(client) -> None:
+def test_invalid_json_is_422_problem(client: TestClient) -> None:
     response = client.post(
         "/v1/estimates", content=b"{not json", headers={"Content-Type": "application/json"}
     )
     assert_problem(response, 422)
 
 
-def test_uneven_stages_are_estimated_and_named_in_the_assumptions(client) -> None:
+def test_uneven_stages_are_estimated_and_named_in_the_assumptions(client: TestClient) -> None:
     body = {
         **ESTIMATE,
         "layout": {**ESTIMATE["layout"], "first_stage_layers": 6, "last_stage_layers": 18},
@@ -222,7 +223,7 @@ def test_uneven_stages_are_estimated_and_named_in_the_assumptions(client) -> Non
     assert any("uneven pipeline" in a for a in response.json()["assumptions"])
 
 
-def test_uneven_stages_that_do_not_add_up_are_a_422_naming_the_rule(client) -> None:
+def test_uneven_stages_that_do_not_add_up_are_a_422_naming_the_rule(client: TestClient) -> None:
     body = {
         **ESTIMATE,
         "layout": {**ESTIMATE["layout"], "first_stage_layers": 5, "last_stage_layers": 18},

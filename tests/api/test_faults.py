@@ -96,8 +96,8 @@ def write_in_progress(db_url: str) -> bool:
         finally:
             probe.close()
     libpq = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(libpq, autocommit=True) as probe:
-        row = probe.execute(
+    with psycopg.connect(libpq, autocommit=True) as pg_probe:
+        row = pg_probe.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
             "AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL"  # has written
         ).fetchone()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from api.settings import Settings
@@ -12,13 +13,13 @@ from tests.api.conftest import assert_problem, make_client
 DOWN_URL = "postgresql+psycopg://nobody@127.0.0.1:1/nothing?connect_timeout=2"
 
 
-def test_healthz_answers_ok(client) -> None:
+def test_healthz_answers_ok(client: TestClient) -> None:
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
 
 
-def test_readyz_pings_the_database(client) -> None:
+def test_readyz_pings_the_database(client: TestClient) -> None:
     response = client.get("/readyz")
     assert response.status_code == 200
     assert response.json()["status"] == "ready"

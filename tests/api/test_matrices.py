@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
+from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from api.plots import PNG_SIGNATURE
@@ -22,7 +24,7 @@ SMALL = request(
 )
 
 
-def test_json_rows_sum_to_each_gpus_traffic(client) -> None:
+def test_json_rows_sum_to_each_gpus_traffic(client: TestClient) -> None:
     response = client.post("/v1/traffic-matrices", json={**SMALL, "format": "json"})
     assert response.status_code == 200, response.text
     body = response.json()
@@ -42,7 +44,7 @@ def test_json_rows_sum_to_each_gpus_traffic(client) -> None:
     assert {r["kind"] for r in rows} >= {"tp", "dp", "pp"}
 
 
-def test_node_level_aggregates_gpus(client) -> None:
+def test_node_level_aggregates_gpus(client: TestClient) -> None:
     gpu = client.post("/v1/traffic-matrices", json={**SMALL, "level": "gpu"}).json()
     node = client.post("/v1/traffic-matrices", json={**SMALL, "level": "node"}).json()
     assert node["level"] == "node" and node["size"] == 4  # 32 GPUs / 8 per node
@@ -50,7 +52,7 @@ def test_node_level_aggregates_gpus(client) -> None:
     assert max(r["src"] for r in node["rows"]) == 3
 
 
-def test_csv_has_the_exact_header_and_one_line_per_entry(client) -> None:
+def test_csv_has_the_exact_header_and_one_line_per_entry(client: TestClient) -> None:
     response = client.post("/v1/traffic-matrices", json={**SMALL, "format": "csv"})
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/csv")
@@ -63,7 +65,7 @@ def test_csv_has_the_exact_header_and_one_line_per_entry(client) -> None:
 
 
 @pytest.mark.parametrize("level", ["gpu", "node"])
-def test_png_heatmap_is_a_png(client, level: str) -> None:
+def test_png_heatmap_is_a_png(client: TestClient, level: str) -> None:
     response = client.post("/v1/traffic-matrices", json={**SMALL, "format": "png", "level": level})
     assert response.status_code == 200
     assert response.headers["content-type"] == "image/png"
@@ -71,20 +73,25 @@ def test_png_heatmap_is_a_png(client, level: str) -> None:
     assert len(response.content) > 5000
 
 
-def test_direct_algorithm_spreads_over_more_pairs(client) -> None:
+def test_direct_algorithm_spreads_over_more_pairs(client: TestClient) -> None:
     ring = client.post("/v1/traffic-matrices", json={**SMALL, "algorithm": "ring"}).json()
     direct = client.post("/v1/traffic-matrices", json={**SMALL, "algorithm": "direct"}).json()
     assert direct["totals"]["entries"] > ring["totals"]["entries"]
     assert direct["totals"]["bytes"] == pytest.approx(ring["totals"]["bytes"])
 
 
-def test_unknown_format_is_422(client) -> None:
+def test_unknown_format_is_422(client: TestClient) -> None:
     assert_problem(
         client.post("/v1/traffic-matrices", json={**SMALL, "format": "xlsx"}), 422, field="format"
     )
 
 
-def _capped(tmp_path: Path, db_url: str, **caps: int) -> Settings:
+class Caps(TypedDict, total=False):
+    max_dense_gpus: int
+    max_matrix_gpus: int
+
+
+def _capped(tmp_path: Path, db_url: str, **caps: Unpack[Caps]) -> Settings:
     return Settings(database_url=db_url, data_dir=tmp_path, api_token=SecretStr("t"), **caps)
 
 

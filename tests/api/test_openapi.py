@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from fastapi.testclient import TestClient
+
 from api.schemas import EXAMPLE_ESTIMATE
 
 
-def test_openapi_lists_every_resource_with_examples(client) -> None:
+def test_openapi_lists_every_resource_with_examples(client: TestClient) -> None:
     response = client.get("/openapi.json")
     assert response.status_code == 200
     spec = response.json()
@@ -37,7 +39,7 @@ def test_openapi_lists_every_resource_with_examples(client) -> None:
     assert "security" not in spec["paths"]["/v1/estimates"]["post"]
 
 
-def test_docs_page_is_served(client) -> None:
+def test_docs_page_is_served(client: TestClient) -> None:
     response = client.get("/docs")
     assert response.status_code == 200
     assert "swagger" in response.text.lower()

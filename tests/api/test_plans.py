@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
+import pytest
+from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from api.settings import Settings
@@ -18,11 +19,9 @@ GPT3_PLAN = {
 }
 
 
-def test_gpt3_175b_on_1536_gpus_ranks_over_a_thousand_layouts_within_a_second(client) -> None:
-    client.post("/v1/plans", json={**GPT3_PLAN, "gpus": 64})  # warm the provider cache
-    start = time.perf_counter()
+def test_gpt3_175b_on_1536_gpus_ranks_over_a_thousand_layouts(client: TestClient) -> None:
+    # How fast: bench/bench_api.py (tests assert no wall-clock time).
     response = client.post("/v1/plans", json=GPT3_PLAN)
-    elapsed = time.perf_counter() - start
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["evaluated"] > 1000
@@ -36,13 +35,10 @@ def test_gpt3_175b_on_1536_gpus_ranks_over_a_thousand_layouts_within_a_second(cl
         lay = entry["layout"]
         assert lay["pipeline"] * lay["tensor"] * lay["data"] == 1536
         assert entry["fits"] is True
-        assert sum(entry["breakdown_s"].values()) == __import__("pytest").approx(
-            entry["iteration_time_s"]
-        )
-    assert elapsed < 1.0
+        assert sum(entry["breakdown_s"].values()) == pytest.approx(entry["iteration_time_s"])
 
 
-def test_constraints_narrow_the_space(client) -> None:
+def test_constraints_narrow_the_space(client: TestClient) -> None:
     full = client.post("/v1/plans", json=GPT3_PLAN).json()
     narrow = client.post(
         "/v1/plans",
@@ -54,19 +50,19 @@ def test_constraints_narrow_the_space(client) -> None:
     assert len(narrow["layouts"]) == 50
 
 
-def test_constraints_may_be_grouped(client) -> None:
+def test_constraints_may_be_grouped(client: TestClient) -> None:
     flat = client.post("/v1/plans", json={**GPT3_PLAN, "max_tensor": 4}).json()
     grouped = client.post("/v1/plans", json={**GPT3_PLAN, "constraints": {"max_tensor": 4}}).json()
     assert grouped["evaluated"] == flat["evaluated"]
 
 
-def test_training_micro_batch_size_pins_the_sweep(client) -> None:
+def test_training_micro_batch_size_pins_the_sweep(client: TestClient) -> None:
     plan = {**GPT3_PLAN, "training": {"global_batch_size": 1536, "micro_batch_size": 2}}
     body = client.post("/v1/plans", json={**plan, "top_k": 30}).json()
     assert {e["layout"]["micro_batch_size"] for e in body["layouts"]} == {2}
 
 
-def test_conflicting_micro_batch_constraints_are_422(client) -> None:
+def test_conflicting_micro_batch_constraints_are_422(client: TestClient) -> None:
     plan = {
         **GPT3_PLAN,
         "training": {"global_batch_size": 1536, "micro_batch_size": 2},
@@ -75,7 +71,7 @@ def test_conflicting_micro_batch_constraints_are_422(client) -> None:
     assert_problem(client.post("/v1/plans", json=plan), 422, field="micro_batch_sizes")
 
 
-def test_drop_infeasible_keeps_only_layouts_that_fit(client) -> None:
+def test_drop_infeasible_keeps_only_layouts_that_fit(client: TestClient) -> None:
     body = client.post(
         "/v1/plans", json={**GPT3_PLAN, "drop_infeasible": True, "top_k": 10_000}
     ).json()
@@ -91,6 +87,6 @@ def test_plan_space_over_the_cap_is_413(tmp_path: Path, db_url: str) -> None:
         assert_problem(client.post("/v1/plans", json=GPT3_PLAN), 413)
 
 
-def test_plan_without_gpus_is_422(client) -> None:
+def test_plan_without_gpus_is_422(client: TestClient) -> None:
     plan = {k: v for k, v in GPT3_PLAN.items() if k != "gpus"}
     assert_problem(client.post("/v1/plans", json=plan), 422, field="gpus")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from fastapi.testclient import TestClient
+
 from estimator.presets import GPU_PRESETS, MODEL_PRESETS
 
 
-def test_model_presets_list_every_preset_with_its_shape(client) -> None:
+def test_model_presets_list_every_preset_with_its_shape(client: TestClient) -> None:
     response = client.get("/v1/presets/models")
     assert response.status_code == 200
     by_key = {p["key"]: p for p in response.json()}
@@ -16,7 +18,7 @@ def test_model_presets_list_every_preset_with_its_shape(client) -> None:
     assert gpt3["source"]
 
 
-def test_gpu_presets_give_peak_tflops_per_precision(client) -> None:
+def test_gpu_presets_give_peak_tflops_per_precision(client: TestClient) -> None:
     response = client.get("/v1/presets/gpus")
     assert response.status_code == 200
     by_key = {p["key"]: p for p in response.json()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.api.conftest import AUTH, assert_problem, fixture_text
 
@@ -17,7 +18,7 @@ NEW = {
 }
 
 
-def test_create_then_get(client) -> None:
+def test_create_then_get(client: TestClient) -> None:
     response = client.post("/v1/profiles", json=NEW, headers=AUTH)
     assert response.status_code == 201, response.text
     assert response.headers["location"] == "/v1/profiles/lab-a100"
@@ -28,7 +29,7 @@ def test_create_then_get(client) -> None:
     assert got["description"] == "our cluster" and got["peak_tflops"] == 312
 
 
-def test_list_includes_the_nominal_profiles(client) -> None:
+def test_list_includes_the_nominal_profiles(client: TestClient) -> None:
     client.post("/v1/profiles", json=NEW, headers=AUTH)
     body = client.get("/v1/profiles").json()
     names = [p["name"] for p in body["profiles"]]
@@ -39,26 +40,26 @@ def test_list_includes_the_nominal_profiles(client) -> None:
     assert [p["name"] for p in page["profiles"]] == names[1:2]
 
 
-def test_duplicate_name_is_409(client) -> None:
+def test_duplicate_name_is_409(client: TestClient) -> None:
     assert client.post("/v1/profiles", json=NEW, headers=AUTH).status_code == 201
     body = assert_problem(client.post("/v1/profiles", json=NEW, headers=AUTH), 409)
     assert "lab-a100" in body["detail"]
 
 
-def test_invalid_profile_is_422(client) -> None:
+def test_invalid_profile_is_422(client: TestClient) -> None:
     bad = {**NEW, "utilization": 1.5}
     assert_problem(client.post("/v1/profiles", json=bad, headers=AUTH), 422, field="utilization")
     bad_name = {**NEW, "name": "no spaces allowed"}
     assert_problem(client.post("/v1/profiles", json=bad_name, headers=AUTH), 422, field="name")
 
 
-def test_unknown_profile_is_404(client) -> None:
+def test_unknown_profile_is_404(client: TestClient) -> None:
     assert_problem(client.get("/v1/profiles/nope"), 404)
     assert_problem(client.patch("/v1/profiles/nope", json={"utilization": 0.4}, headers=AUTH), 404)
     assert_problem(client.delete("/v1/profiles/nope", headers=AUTH), 404)
 
 
-def test_patch_changes_only_given_fields_and_estimates_follow(client) -> None:
+def test_patch_changes_only_given_fields_and_estimates_follow(client: TestClient) -> None:
     client.post("/v1/profiles", json=NEW, headers=AUTH)
     client.post(
         "/v1/profiles/lab-a100/runs",
@@ -80,7 +81,7 @@ def test_patch_changes_only_given_fields_and_estimates_follow(client) -> None:
     assert after > before
 
 
-def test_patch_null_clears_a_nullable_field_and_rejects_required_ones(client) -> None:
+def test_patch_null_clears_a_nullable_field_and_rejects_required_ones(client: TestClient) -> None:
     client.post("/v1/profiles", json=NEW, headers=AUTH)
     cleared = client.patch("/v1/profiles/lab-a100", json={"gpu_memory_gb": None}, headers=AUTH)
     assert cleared.json()["gpu_memory_bytes"] is None
@@ -88,20 +89,20 @@ def test_patch_null_clears_a_nullable_field_and_rejects_required_ones(client) ->
     assert_problem(bad, 422, field="gpu_model")
 
 
-def test_rename_to_a_taken_name_is_409(client) -> None:
+def test_rename_to_a_taken_name_is_409(client: TestClient) -> None:
     client.post("/v1/profiles", json=NEW, headers=AUTH)
     client.post("/v1/profiles", json={**NEW, "name": "other"}, headers=AUTH)
     response = client.patch("/v1/profiles/other", json={"name": "lab-a100"}, headers=AUTH)
     assert_problem(response, 409)
 
 
-def test_delete_then_404(client) -> None:
+def test_delete_then_404(client: TestClient) -> None:
     client.post("/v1/profiles", json=NEW, headers=AUTH)
     assert client.delete("/v1/profiles/lab-a100", headers=AUTH).status_code == 204
     assert_problem(client.get("/v1/profiles/lab-a100"), 404)
 
 
-def test_nominal_profiles_cannot_be_deleted(client) -> None:
+def test_nominal_profiles_cannot_be_deleted(client: TestClient) -> None:
     assert_problem(client.delete("/v1/profiles/dgx-a100-nominal", headers=AUTH), 409)
     assert client.get("/v1/profiles/dgx-a100-nominal").status_code == 200
 
@@ -114,7 +115,7 @@ def test_nominal_profiles_cannot_be_deleted(client) -> None:
         ("delete", "/v1/profiles/lab-a100"),
     ],
 )
-def test_profile_writes_need_a_token(client, method: str, path: str) -> None:
+def test_profile_writes_need_a_token(client: TestClient, method: str, path: str) -> None:
     kwargs = {"json": NEW} if method != "delete" else {}
     response = getattr(client, method)(path, **kwargs)
     assert_problem(response, 401)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import Engine
 from starlette.requests import Request
@@ -22,12 +23,12 @@ TEXT_HEADERS = {**AUTH, "Content-Type": "text/plain"}
 
 
 @pytest.fixture
-def lab(client):
+def lab(client: TestClient) -> TestClient:
     assert client.post("/v1/profiles", json=PROFILE, headers=AUTH).status_code == 201
     return client
 
 
-def test_upload_text_stores_runs_with_points(lab) -> None:
+def test_upload_text_stores_runs_with_points(lab: TestClient) -> None:
     text = fixture_text("nccl_all_reduce_8gpu.txt")
     response = lab.post("/v1/profiles/lab/runs", content=text, headers=TEXT_HEADERS)
     assert response.status_code == 201, response.text
@@ -42,7 +43,7 @@ def test_upload_text_stores_runs_with_points(lab) -> None:
     assert listed["count"] == 1 and listed["runs"][0]["id"] == run["id"]
 
 
-def test_upload_same_text_twice_stores_once(lab, db_engine: Engine) -> None:
+def test_upload_same_text_twice_stores_once(lab: TestClient, db_engine: Engine) -> None:
     text = fixture_text("nccl_all_reduce_8gpu.txt")
     first = lab.post("/v1/profiles/lab/runs", content=text, headers=TEXT_HEADERS)
     counts = row_counts(db_engine)
@@ -54,7 +55,7 @@ def test_upload_same_text_twice_stores_once(lab, db_engine: Engine) -> None:
     assert counts["uploads"] == 1
 
 
-def test_multipart_with_several_files(lab) -> None:
+def test_multipart_with_several_files(lab: TestClient) -> None:
     files = [
         ("files", ("ar.txt", fixture_text("nccl_all_reduce_8gpu.txt"), "text/plain")),
         ("files", ("ag.txt", fixture_text("nccl_all_gather_8gpu.txt"), "text/plain")),
@@ -65,7 +66,9 @@ def test_multipart_with_several_files(lab) -> None:
     assert ops == ["all_gather", "all_reduce"]
 
 
-def test_text_lacking_ranks_is_422_naming_the_query_parameter(lab, db_engine: Engine) -> None:
+def test_text_lacking_ranks_is_422_naming_the_query_parameter(
+    lab: TestClient, db_engine: Engine
+) -> None:
     text = fixture_text("nccl_table_only.txt")
     before = row_counts(db_engine)
     body = assert_problem(
@@ -82,7 +85,7 @@ def test_text_lacking_ranks_is_422_naming_the_query_parameter(lab, db_engine: En
     assert fixed.status_code == 201, fixed.text
 
 
-def test_failed_upload_leaves_row_counts_unchanged(lab, db_engine: Engine) -> None:
+def test_failed_upload_leaves_row_counts_unchanged(lab: TestClient, db_engine: Engine) -> None:
     before = row_counts(db_engine)
     files = [
         ("files", ("good.txt", fixture_text("nccl_all_reduce_8gpu.txt"), "text/plain")),
@@ -92,23 +95,23 @@ def test_failed_upload_leaves_row_counts_unchanged(lab, db_engine: Engine) -> No
     assert row_counts(db_engine) == before
 
 
-def test_unreadable_text_is_422_quoting_lines(lab) -> None:
+def test_unreadable_text_is_422_quoting_lines(lab: TestClient) -> None:
     response = lab.post("/v1/profiles/lab/runs", content="hello\nworld\n", headers=TEXT_HEADERS)
     body = assert_problem(response, 422)
     assert body["lines"][0]["text"] == "hello"
 
 
-def test_non_utf8_body_is_422(lab) -> None:
+def test_non_utf8_body_is_422(lab: TestClient) -> None:
     response = lab.post("/v1/profiles/lab/runs", content=b"\xff\xfe\x00x", headers=TEXT_HEADERS)
     assert_problem(response, 422, field="body")
 
 
-def test_upload_to_unknown_profile_is_404(client) -> None:
+def test_upload_to_unknown_profile_is_404(client: TestClient) -> None:
     text = fixture_text("nccl_all_reduce_8gpu.txt")
     assert_problem(client.post("/v1/profiles/nope/runs", content=text, headers=TEXT_HEADERS), 404)
 
 
-def test_upload_without_token_is_401(lab) -> None:
+def test_upload_without_token_is_401(lab: TestClient) -> None:
     text = fixture_text("nccl_all_reduce_8gpu.txt")
     response = lab.post("/v1/profiles/lab/runs", content=text)
     assert_problem(response, 401)
@@ -189,7 +192,7 @@ def test_too_many_files_is_413(tmp_path: Path, db_url: str) -> None:
         assert "2 files" in body["detail"]
 
 
-def test_bandwidth_answers_with_method_and_source(lab) -> None:
+def test_bandwidth_answers_with_method_and_source(lab: TestClient) -> None:
     lab.post(
         "/v1/profiles/lab/runs",
         content=fixture_text("nccl_all_reduce_8gpu.txt"),
@@ -207,7 +210,9 @@ def test_bandwidth_answers_with_method_and_source(lab) -> None:
     assert between["method"] == "interpolated"
 
 
-def test_bandwidth_without_a_run_falls_back_to_the_gpu_familys_nominal_curves(lab) -> None:
+def test_bandwidth_without_a_run_falls_back_to_the_gpu_familys_nominal_curves(
+    lab: TestClient,
+) -> None:
     params = {"op": "alltoall", "ranks": 16, "nodes": 2, "bytes": 1 << 20}
     response = lab.get("/v1/profiles/lab/bandwidth", params=params)
     assert response.status_code == 200, response.text
@@ -215,7 +220,7 @@ def test_bandwidth_without_a_run_falls_back_to_the_gpu_familys_nominal_curves(la
     assert body["method"] == "nominal" and "dgx-h100-nominal" in body["source"]
 
 
-def test_bandwidth_without_a_run_or_a_known_gpu_family_is_404(lab) -> None:
+def test_bandwidth_without_a_run_or_a_known_gpu_family_is_404(lab: TestClient) -> None:
     profile = {**PROFILE, "name": "odd", "gpu_model": "Gaudi2"}
     assert lab.post("/v1/profiles", json=profile, headers=AUTH).status_code == 201
     params = {"op": "alltoall", "ranks": 16, "nodes": 2, "bytes": 1 << 20}
@@ -223,14 +228,14 @@ def test_bandwidth_without_a_run_or_a_known_gpu_family_is_404(lab) -> None:
     assert "upload" in body["detail"] and "Gaudi2" in body["detail"]
 
 
-def test_bandwidth_with_bad_parameters_is_422(lab) -> None:
+def test_bandwidth_with_bad_parameters_is_422(lab: TestClient) -> None:
     params = {"op": "all_reduce", "ranks": 8, "nodes": 1, "bytes": -1}
     assert_problem(lab.get("/v1/profiles/lab/bandwidth", params=params), 422, field="bytes")
     params = {"op": "teleport", "ranks": 8, "nodes": 1, "bytes": 10}
     assert_problem(lab.get("/v1/profiles/lab/bandwidth", params=params), 422, field="op")
 
 
-def test_curves_json_and_png(lab) -> None:
+def test_curves_json_and_png(lab: TestClient) -> None:
     lab.post(
         "/v1/profiles/lab/runs",
         content=fixture_text("nccl_all_reduce_8gpu.txt"),
@@ -245,7 +250,7 @@ def test_curves_json_and_png(lab) -> None:
     assert nominal.json()["curves"] and all(c["nominal"] for c in nominal.json()["curves"])
 
 
-def test_tuning_table_picks_the_best_backend(lab) -> None:
+def test_tuning_table_picks_the_best_backend(lab: TestClient) -> None:
     text = fixture_text("nccl_all_reduce_8gpu.txt")
     lab.post("/v1/profiles/lab/runs", content=text, headers=TEXT_HEADERS)
     slower = text.replace("  12.00 ", "  24.00 ")
@@ -265,7 +270,7 @@ def test_tuning_table_picks_the_best_backend(lab) -> None:
     )
 
 
-def test_estimate_with_an_uploaded_profile_uses_measured_bandwidth(lab) -> None:
+def test_estimate_with_an_uploaded_profile_uses_measured_bandwidth(lab: TestClient) -> None:
     lab.patch("/v1/profiles/lab", json={"utilization": 0.5}, headers=AUTH)
     lab.post(
         "/v1/profiles/lab/runs",

@@ -6,9 +6,11 @@ import time
 
 import numpy as np
 import pytest
+from fastapi import FastAPI
 
-from api.caches import MemoBandwidth, SnapshotCache
+from api.caches import MemoBandwidth, ProfileSnapshot, SnapshotCache
 from api.service import binned_matrix
+from api.settings import Settings
 from estimator import SparseTraffic
 from estimator.bandwidth import Collective, TrafficKind
 from profiles.nominal import nominal_bandwidth
@@ -29,9 +31,23 @@ def test_memo_bandwidth_agrees_with_the_provider_it_wraps() -> None:
     np.testing.assert_array_equal(arrays, expected)
 
 
+def _snapshot() -> ProfileSnapshot:
+    return ProfileSnapshot(
+        name="p",
+        gpus_per_node=8,
+        peak_tflops=None,
+        peak_tflops_by_dtype={},
+        gpu_memory_bytes=None,
+        utilization=None,
+        utilization_source=None,
+        nominal=True,
+        bandwidth=MemoBandwidth(nominal_bandwidth("dgx-h100-nominal")),
+    )
+
+
 def test_snapshot_cache_forgets_on_write_and_after_its_ttl() -> None:
     cache = SnapshotCache(ttl_s=0.05)
-    snapshot = object()
+    snapshot = _snapshot()
     cache.put("p", snapshot, generation=cache.generation, at=time.monotonic())
     assert cache.get("p") is snapshot
     cache.bump()
@@ -45,14 +61,15 @@ def test_a_snapshot_read_before_a_write_is_not_kept_as_fresh() -> None:
     cache = SnapshotCache()
     generation = cache.generation
     cache.bump()  # a write commits while the read is in flight
-    cache.put("p", object(), generation=generation, at=time.monotonic())
+    cache.put("p", _snapshot(), generation=generation, at=time.monotonic())
     assert cache.get("p") is None
 
 
-def test_writes_of_another_server_process_are_seen_within_the_ttl(app_settings) -> None:
+def test_writes_of_another_server_process_are_seen_within_the_ttl(app_settings: Settings) -> None:
     req = request(ESTIMATE)
     req["cluster"] = {"profile": "dgx-a100-nominal"}
     with make_client(app_settings) as first, make_client(app_settings) as second:
+        assert isinstance(first.app, FastAPI)
         first.app.state.runtime.snapshots.ttl_s = 0.2
         before = first.post("/v1/estimates", json=req).json()["cluster"]["utilization"]
         patched = second.patch(

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -61,7 +62,7 @@ def _finite(value: Any) -> bool:
 
 
 @pytest.fixture
-def fuzz_lab(client: Any) -> Any:
+def fuzz_lab(client: TestClient) -> TestClient:
     assert client.post("/v1/profiles", json=PROFILE, headers=AUTH).status_code == 201
     return client
 
@@ -74,7 +75,7 @@ def fuzz_lab(client: Any) -> Any:
 )
 @given(name=st.sampled_from(FIXTURES), data=st.data())
 def test_mutated_uploads_are_stored_or_refused_and_read_back_cleanly(
-    fuzz_lab: Any, name: str, data: st.DataObject
+    fuzz_lab: TestClient, name: str, data: st.DataObject
 ) -> None:
     text = _mutate(fixture_text(name), data)
     uploaded = fuzz_lab.post(

@@ -10,6 +10,7 @@ from estimator import (
     FixedBandwidth,
     LayoutSpec,
     ModelSpec,
+    Precision,
     Recompute,
     Scenario,
     TrainingSpec,
@@ -23,7 +24,9 @@ from estimator.bandwidth import Collective, TrafficKind
 EXACT = 1e-12  # relative: the same arithmetic in a different order
 
 
-def test_paper_fidelity_reproduces_the_seed_formulas_by_hand(gpt3, training, cluster) -> None:
+def test_paper_fidelity_reproduces_the_seed_formulas_by_hand(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     layout = LayoutSpec(pipeline=8, tensor=8, data=24)
     e = estimate(Scenario(gpt3, training, layout, cluster, fidelity=Fidelity.PAPER))
     p, t, d, b, s, h, l = 8, 8, 24, 1, 2048, 12288, 96
@@ -46,17 +49,23 @@ def test_paper_fidelity_reproduces_the_seed_formulas_by_hand(gpt3, training, clu
     )
 
 
-def test_paper_fidelity_without_recompute_uses_six_flops_per_parameter(gpt3, cluster) -> None:
+def test_paper_fidelity_without_recompute_uses_six_flops_per_parameter(
+    gpt3: ModelSpec, cluster: ClusterSpec
+) -> None:
     tr = TrainingSpec(global_batch_size=1536, recompute=Recompute.NONE)
     layout = LayoutSpec(pipeline=8, tensor=8, data=24)
     full = estimate(
-        Scenario(gpt3, TrainingSpec(global_batch_size=1536), layout, cluster, fidelity="paper")
+        Scenario(
+            gpt3, TrainingSpec(global_batch_size=1536), layout, cluster, fidelity=Fidelity.PAPER
+        )
     )
-    none = estimate(Scenario(gpt3, tr, layout, cluster, fidelity="paper"))
+    none = estimate(Scenario(gpt3, tr, layout, cluster, fidelity=Fidelity.PAPER))
     assert none.breakdown.compute_s / full.breakdown.compute_s == pytest.approx(6 / 8, rel=EXACT)
 
 
-def test_iteration_time_is_the_sum_of_the_named_terms(gpt3, training, cluster) -> None:
+def test_iteration_time_is_the_sum_of_the_named_terms(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     e = estimate(Scenario(gpt3, training, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
     assert e.iteration_time_s == sum(e.breakdown.as_dict().values())
     assert set(e.breakdown.as_dict()) >= {
@@ -70,7 +79,7 @@ def test_iteration_time_is_the_sum_of_the_named_terms(gpt3, training, cluster) -
     }
 
 
-def test_megatron_eq3_equals_detailed_hardware_flops_with_full_recompute(gpt3) -> None:
+def test_megatron_eq3_equals_detailed_hardware_flops_with_full_recompute(gpt3: ModelSpec) -> None:
     # Megatron-LM SC21 eq. 3: F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); our per-layer count
     # with full recompute (4 forwards of each layer, 3 of the logit layer) is the same sum.
     cluster = ClusterSpec(
@@ -106,7 +115,7 @@ TABLE1_ROUNDING_B = 0.05
 
 @pytest.mark.parametrize(("published_b", "heads", "hidden", "layers"), SC21_TABLE1)
 def test_megatron_eq2_reproduces_sc21_table1_parameter_counts(
-    published_b, heads, hidden, layers
+    published_b: float, heads: int, hidden: int, layers: int
 ) -> None:
     model = ModelSpec(
         num_layers=layers,
@@ -118,7 +127,7 @@ def test_megatron_eq2_reproduces_sc21_table1_parameter_counts(
     assert abs(megatron_parameters(model) / 1e9 - published_b) <= TABLE1_ROUNDING_B
 
 
-def test_layer_shapes_count_the_same_parameters_as_eq2(gpt3) -> None:
+def test_layer_shapes_count_the_same_parameters_as_eq2(gpt3: ModelSpec) -> None:
     from estimator.flops import model_parameters
 
     # eq. 2 counts tied embeddings once and no final layernorm: 2h apart.
@@ -138,18 +147,22 @@ def test_bubble_ratio_is_p_minus_1_over_p_minus_1_plus_m_without_tp_and_dp() -> 
             TrainingSpec(global_batch_size=32),
             LayoutSpec(pipeline=4, tensor=1, data=1),
             cluster,
-            fidelity="paper",
+            fidelity=Fidelity.PAPER,
         )
     )
     p, m = 4, 32
     assert e.bubble_ratio == pytest.approx((p - 1) / (p - 1 + m), rel=EXACT)
 
 
-def test_detailed_full_recompute_replays_two_tp_all_reduces_per_layer(gpt3, cluster) -> None:
+def test_detailed_full_recompute_replays_two_tp_all_reduces_per_layer(
+    gpt3: ModelSpec, cluster: ClusterSpec
+) -> None:
     layout = LayoutSpec(pipeline=8, tensor=8, data=24)
     full = estimate(Scenario(gpt3, TrainingSpec(global_batch_size=1536), layout, cluster))
     none = estimate(
-        Scenario(gpt3, TrainingSpec(global_batch_size=1536, recompute="none"), layout, cluster)
+        Scenario(
+            gpt3, TrainingSpec(global_batch_size=1536, recompute=Recompute.NONE), layout, cluster
+        )
     )
     calls_full = next(
         c for c in full.collectives if c.kind is TrafficKind.TP and c.op is Collective.ALL_REDUCE
@@ -163,7 +176,7 @@ def test_detailed_full_recompute_replays_two_tp_all_reduces_per_layer(gpt3, clus
 
 
 def test_sequence_parallel_splits_each_all_reduce_into_reduce_scatter_and_all_gather(
-    gpt3, cluster
+    gpt3: ModelSpec, cluster: ClusterSpec
 ) -> None:
     layout = LayoutSpec(pipeline=8, tensor=8, data=24, sequence_parallel=True)
     e = estimate(Scenario(gpt3, TrainingSpec(global_batch_size=1536), layout, cluster))
@@ -183,8 +196,10 @@ def test_sequence_parallel_splits_each_all_reduce_into_reduce_scatter_and_all_ga
     assert rs_ag == pytest.approx(ar, rel=EXACT)
 
 
-def test_zero1_reduce_scatter_and_all_gather_move_the_same_gradient_volume(gpt3, cluster) -> None:
-    tr = TrainingSpec(global_batch_size=1536, precision="bf16")
+def test_zero1_reduce_scatter_and_all_gather_move_the_same_gradient_volume(
+    gpt3: ModelSpec, cluster: ClusterSpec
+) -> None:
+    tr = TrainingSpec(global_batch_size=1536, precision=Precision.BF16)
     plain = estimate(Scenario(gpt3, tr, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
     zero1 = estimate(
         Scenario(gpt3, tr, LayoutSpec(pipeline=8, tensor=8, data=24, zero_stage=1), cluster)
@@ -195,7 +210,9 @@ def test_zero1_reduce_scatter_and_all_gather_move_the_same_gradient_volume(gpt3,
     )
 
 
-def test_dp_overlap_hides_gradient_reduction_but_not_link_time(gpt3, training, cluster) -> None:
+def test_dp_overlap_hides_gradient_reduction_but_not_link_time(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     base = LayoutSpec(pipeline=8, tensor=8, data=24)
     hidden = LayoutSpec(pipeline=8, tensor=8, data=24, overlap_dp=True)
     a = estimate(Scenario(gpt3, training, base, cluster))
@@ -204,7 +221,9 @@ def test_dp_overlap_hides_gradient_reduction_but_not_link_time(gpt3, training, c
     assert b.breakdown.dp_s < a.breakdown.dp_s
 
 
-def test_tied_embeddings_sync_between_first_and_last_stage(gpt3, training, cluster) -> None:
+def test_tied_embeddings_sync_between_first_and_last_stage(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     e = estimate(Scenario(gpt3, training, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
     sync = [c for c in e.collectives if c.kind is TrafficKind.EMBEDDING_SYNC]
     assert len(sync) == 1 and sync[0].ranks == 2
@@ -240,7 +259,7 @@ def test_moe_expert_parallel_adds_all_to_all_time() -> None:
     e = estimate(
         Scenario(
             moe,
-            TrainingSpec(global_batch_size=256, precision="bf16"),
+            TrainingSpec(global_batch_size=256, precision=Precision.BF16),
             LayoutSpec(pipeline=1, tensor=1, data=64, expert_parallel=8),
             cluster,
         )
@@ -265,7 +284,7 @@ def test_memory_matches_korthikanti_table2_with_sequence_parallel_no_recompute()
         bandwidth=FixedBandwidth(200, 20, 20),
         gpu_memory_bytes=80e9,
     )
-    tr = TrainingSpec(global_batch_size=64, recompute="none", flash_attention=False)
+    tr = TrainingSpec(global_batch_size=64, recompute=Recompute.NONE, flash_attention=False)
     e = estimate(
         Scenario(
             model, tr, LayoutSpec(pipeline=8, tensor=8, data=1, sequence_parallel=True), cluster
@@ -277,7 +296,7 @@ def test_memory_matches_korthikanti_table2_with_sequence_parallel_no_recompute()
     assert e.memory.fits is (e.memory.total_bytes <= 80e9)
 
 
-def test_full_recompute_keeps_only_layer_inputs(gpt3, cluster) -> None:
+def test_full_recompute_keeps_only_layer_inputs(gpt3: ModelSpec, cluster: ClusterSpec) -> None:
     e = estimate(
         Scenario(
             gpt3,
@@ -289,7 +308,9 @@ def test_full_recompute_keeps_only_layer_inputs(gpt3, cluster) -> None:
     assert e.memory.activations_bytes == pytest.approx(2 * 2048 * 12288 * 96, rel=EXACT)
 
 
-def test_throughput_counts_tokens_and_flops(gpt3, training, cluster) -> None:
+def test_throughput_counts_tokens_and_flops(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     e = estimate(Scenario(gpt3, training, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
     assert e.throughput.tokens_per_s == pytest.approx(1536 * 2048 / e.iteration_time_s)
     assert e.throughput.hfu > e.throughput.mfu > 0
@@ -298,7 +319,9 @@ def test_throughput_counts_tokens_and_flops(gpt3, training, cluster) -> None:
     )
 
 
-def test_collectives_report_what_the_provider_was_asked(gpt3, training, cluster) -> None:
+def test_collectives_report_what_the_provider_was_asked(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     e = estimate(Scenario(gpt3, training, LayoutSpec(pipeline=8, tensor=8, data=24), cluster))
     dp = next(c for c in e.collectives if c.kind is TrafficKind.DP)
     assert (dp.ranks, dp.nodes, dp.method) == (24, 24, "fixed")
@@ -307,7 +330,9 @@ def test_collectives_report_what_the_provider_was_asked(gpt3, training, cluster)
     assert all(c.source for c in e.collectives)
 
 
-def test_traffic_matrix_rows_sum_to_the_estimate_volume_without_pipeline(cluster) -> None:
+def test_traffic_matrix_rows_sum_to_the_estimate_volume_without_pipeline(
+    cluster: ClusterSpec,
+) -> None:
     model = ModelSpec(
         num_layers=24, hidden_size=2048, num_attention_heads=16, seq_length=2048, vocab_size=51200
     )
@@ -324,7 +349,9 @@ def test_traffic_matrix_rows_sum_to_the_estimate_volume_without_pipeline(cluster
     assert rows == pytest.approx([sum(e.traffic_bytes.values())] * 32, rel=EXACT)
 
 
-def test_assumptions_name_every_refinement(gpt3, training, cluster) -> None:
+def test_assumptions_name_every_refinement(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     layout = LayoutSpec(
         pipeline=8,
         tensor=8,
@@ -340,20 +367,22 @@ def test_assumptions_name_every_refinement(gpt3, training, cluster) -> None:
     assert not math.isnan(estimate(Scenario(gpt3, training, layout, cluster)).iteration_time_s)
 
 
-def test_flash_attention_drops_exactly_the_attention_score_memory(gpt3, cluster) -> None:
+def test_flash_attention_drops_exactly_the_attention_score_memory(
+    gpt3: ModelSpec, cluster: ClusterSpec
+) -> None:
     # Korthikanti et al. 2022 Table 2: the 5·a·s/h term is the materialised s² scores,
     # which FlashAttention never stores.
     layout = LayoutSpec(pipeline=8, tensor=8, data=1, sequence_parallel=True)
 
     def act(flash: bool) -> float:
-        tr = TrainingSpec(global_batch_size=64, recompute="none", flash_attention=flash)
+        tr = TrainingSpec(global_batch_size=64, recompute=Recompute.NONE, flash_attention=flash)
         return estimate(Scenario(gpt3, tr, layout, cluster)).memory.activations_bytes
 
     s, b, h, a, t, l = 2048, 1, 12288, 96, 8, 96
     assert act(False) - act(True) == pytest.approx(s * b * h / t * 5 * a * s / h * l, rel=EXACT)
 
 
-def test_flash_attention_removes_the_attention_hbm_traffic_from_compute(gpt3) -> None:
+def test_flash_attention_removes_the_attention_hbm_traffic_from_compute(gpt3: ModelSpec) -> None:
     cluster = ClusterSpec(
         gpus_per_node=8,
         peak_flops=312e12,
@@ -384,11 +413,11 @@ LLAMA3_405B = ModelSpec(
 )
 
 
-def test_uneven_stages_as_llama3_405b_a_middle_stage_sets_the_pace(cluster) -> None:
+def test_uneven_stages_as_llama3_405b_a_middle_stage_sets_the_pace(cluster: ClusterSpec) -> None:
     # Llama 3 (Dubey et al. 2024, §3.3.2): 126 layers on 16 stages, one fewer layer on the
     # first and the last stage. 8 layers outweigh 7 layers + the logit layer.
     layout = LayoutSpec(pipeline=16, tensor=8, data=64, first_stage_layers=7, last_stage_layers=7)
-    tr = TrainingSpec(global_batch_size=2048, precision="bf16", recompute="none")
+    tr = TrainingSpec(global_batch_size=2048, precision=Precision.BF16, recompute=Recompute.NONE)
     e = estimate(Scenario(LLAMA3_405B, tr, layout, cluster))
     tp = next(c for c in e.collectives if c.kind is TrafficKind.TP and c.term == "tp")
     m = 2048 / 64
@@ -396,7 +425,9 @@ def test_uneven_stages_as_llama3_405b_a_middle_stage_sets_the_pace(cluster) -> N
     assert any("uneven pipeline" in a for a in e.assumptions)
 
 
-def test_uneven_stages_with_a_heavier_last_stage_pace_on_the_last(gpt3, cluster) -> None:
+def test_uneven_stages_with_a_heavier_last_stage_pace_on_the_last(
+    gpt3: ModelSpec, cluster: ClusterSpec
+) -> None:
     layout = LayoutSpec(
         pipeline=8, tensor=8, data=24, first_stage_layers=6, last_stage_layers=18
     )  # 6 + 6·12 + 18 = 96
@@ -424,7 +455,9 @@ def test_uneven_stages_with_a_heavier_last_stage_pace_on_the_last(gpt3, cluster)
         (200, None, "leaves"),
     ],
 )
-def test_uneven_stages_that_do_not_add_up_name_the_rule(first, last, rule, cluster) -> None:
+def test_uneven_stages_that_do_not_add_up_name_the_rule(
+    first: int, last: int | None, rule: str, cluster: ClusterSpec
+) -> None:
     from estimator.errors import LayoutError
 
     with pytest.raises(LayoutError, match=rule):
@@ -438,7 +471,7 @@ def test_uneven_stages_that_do_not_add_up_name_the_rule(first, last, rule, clust
         )
 
 
-def test_uneven_stages_need_a_pipeline(cluster) -> None:
+def test_uneven_stages_need_a_pipeline(cluster: ClusterSpec) -> None:
     from estimator.errors import LayoutError
 
     with pytest.raises(LayoutError, match="pipeline >= 2"):

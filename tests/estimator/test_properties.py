@@ -8,9 +8,11 @@ from hypothesis import strategies as st
 
 from estimator import (
     ClusterSpec,
+    Fidelity,
     FixedBandwidth,
     LayoutSpec,
     ModelSpec,
+    Recompute,
     Scenario,
     TrainingSpec,
     estimate,
@@ -55,10 +57,10 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     training = TrainingSpec(
         global_batch_size=b * d * m,
         micro_batch_size=b,
-        recompute=draw(st.sampled_from(["none", "selective", "full"])),
+        recompute=draw(st.sampled_from(list(Recompute))),
     )
     return Scenario(
-        MODEL, training, layout, cluster, fidelity=draw(st.sampled_from(["paper", "detailed"]))
+        MODEL, training, layout, cluster, fidelity=draw(st.sampled_from(list(Fidelity)))
     )
 
 

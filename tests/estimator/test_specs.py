@@ -43,6 +43,7 @@ def test_interleaving_needs_micro_batches_multiple_of_pipeline() -> None:
 
 def test_unknown_precision_lists_the_choices() -> None:
     with pytest.raises(ValidationError, match="fp16"):
+        # a bad string on purpose: refused at run time, not by the type checker
         TrainingSpec(global_batch_size=8, precision="fp12")  # type: ignore[arg-type]
 
 

@@ -5,9 +5,12 @@ import pytest
 
 from estimator import (
     TERMS,
+    ClusterSpec,
     Fidelity,
     LayoutArrays,
     LayoutSpec,
+    ModelSpec,
+    Recompute,
     Scenario,
     TrainingSpec,
     enumerate_layouts,
@@ -17,10 +20,12 @@ from estimator import (
 )
 from estimator.errors import LimitError
 
-RECOMPUTE = {0.0: "none", 1.0: "selective", 2.0: "full"}
+RECOMPUTE = {0.0: Recompute.NONE, 1.0: Recompute.SELECTIVE, 2.0: Recompute.FULL}
 
 
-def _scenario(model, cluster, gb, row, fidelity):
+def _scenario(
+    model: ModelSpec, cluster: ClusterSpec, gb: int, row: dict[str, float], fidelity: Fidelity
+) -> Scenario:
     return Scenario(
         model,
         TrainingSpec(
@@ -46,7 +51,7 @@ def _scenario(model, cluster, gb, row, fidelity):
 
 @pytest.mark.parametrize("fidelity", [Fidelity.PAPER, Fidelity.DETAILED])
 def test_vectorised_sweep_equals_single_estimates_bit_for_bit(
-    gpt3, training, cluster, fidelity
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec, fidelity: Fidelity
 ) -> None:
     layouts = enumerate_layouts(gpt3, training, 1536, zero_stages=(0, 1, 2, 3))
     rng = np.random.default_rng(7)
@@ -66,7 +71,9 @@ def test_vectorised_sweep_equals_single_estimates_bit_for_bit(
         assert bool(single.memory.fits) == bool(sweep.fits[i])
 
 
-def test_enumerated_layouts_all_pass_validation(gpt3, training, cluster) -> None:
+def test_enumerated_layouts_all_pass_validation(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     layouts = enumerate_layouts(gpt3, training, 1536)
     assert len(layouts) > 1000
     c = layouts.columns
@@ -78,7 +85,9 @@ def test_enumerated_layouts_all_pass_validation(gpt3, training, cluster) -> None
     assert np.all(96 % c["t"] == 0)
 
 
-def test_plan_ranks_feasible_layouts_first_by_iteration_time(gpt3, training, cluster) -> None:
+def test_plan_ranks_feasible_layouts_first_by_iteration_time(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     result = plan(gpt3, training, cluster, 1536)
     times = result.result.iteration_s[result.order]
     fits = result.result.fits[result.order]
@@ -89,25 +98,31 @@ def test_plan_ranks_feasible_layouts_first_by_iteration_time(gpt3, training, clu
     assert np.all(np.diff(times[: result.feasible]) >= 0)
 
 
-def test_plan_can_drop_layouts_that_do_not_fit(gpt3, training, cluster) -> None:
+def test_plan_can_drop_layouts_that_do_not_fit(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     result = plan(gpt3, training, cluster, 1536, drop_infeasible=True)
     assert len(result.order) == result.feasible
     assert np.all(result.result.fits[result.order])
 
 
-def test_layout_space_beyond_the_cap_is_refused_before_evaluating(gpt3, training) -> None:
+def test_layout_space_beyond_the_cap_is_refused_before_evaluating(
+    gpt3: ModelSpec, training: TrainingSpec
+) -> None:
     with pytest.raises(LimitError, match="cap"):
         enumerate_layouts(gpt3, training, 1536, max_layouts=10)
 
 
-def test_gpu_count_must_be_positive(gpt3, training) -> None:
+def test_gpu_count_must_be_positive(gpt3: ModelSpec, training: TrainingSpec) -> None:
     from estimator.errors import ValidationError
 
     with pytest.raises(ValidationError, match="gpus"):
         enumerate_layouts(gpt3, training, 0)
 
 
-def test_uneven_stages_agree_between_sweep_and_single_estimate(gpt3, training, cluster) -> None:
+def test_uneven_stages_agree_between_sweep_and_single_estimate(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
     layouts = LayoutArrays.from_columns(
         p=[8, 8], t=[8, 8], d=[24, 24], b=[1, 1], first_layers=[6, 9], last_layers=[18, 15]
     )

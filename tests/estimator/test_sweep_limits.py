@@ -10,6 +10,8 @@ over the cap without the grid.
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Callable
+from typing import TypedDict
 
 import numpy as np
 import pytest
@@ -21,6 +23,26 @@ from estimator.specs import RECOMPUTE_CODE, ModelSpec, Recompute, TrainingSpec
 from estimator.sweep import LayoutArrays, _divisors, enumerate_layouts
 
 COLUMNS = ("p", "t", "d", "b", "v", "recompute", "sp", "zero")
+
+
+class LayoutOptions(TypedDict, total=False):
+    """Keyword options of ``enumerate_layouts`` (any subset: the rest take its defaults)."""
+
+    micro_batch_sizes: list[int]
+    max_virtual_stages: int
+    recompute: list[Recompute]
+    sequence_parallel: list[bool]
+    zero_stages: list[int]
+
+
+class GridOptions(TypedDict):
+    """Every option ``grid_reference`` needs spelled out."""
+
+    micro_batch_sizes: list[int]
+    max_virtual_stages: int
+    recompute: list[Recompute]
+    sequence_parallel: list[bool]
+    zero_stages: list[int]
 
 
 def grid_reference(
@@ -100,15 +122,15 @@ def test_enumeration_equals_the_filtered_candidate_grid_in_order(
         num_query_groups=groups,
     )
     training = TrainingSpec(global_batch_size=gb, micro_batch_size=1)
-    options = {
+    options: GridOptions = {
         "micro_batch_sizes": micro_batch_sizes,
         "max_virtual_stages": max_virtual_stages,
         "recompute": recompute,
         "sequence_parallel": sequence_parallel,
         "zero_stages": zero_stages,
     }
-    expected = grid_reference(model, training, gpus, **options)  # type: ignore[arg-type]
-    got = _columns(enumerate_layouts(model, training, gpus, **options))  # type: ignore[arg-type]
+    expected = grid_reference(model, training, gpus, **options)
+    got = _columns(enumerate_layouts(model, training, gpus, **options))
     for name in COLUMNS:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
 
@@ -118,15 +140,15 @@ def test_gpt3_on_1536_gpus_equals_the_grid() -> None:
         num_layers=96, hidden_size=12288, num_attention_heads=96, seq_length=2048, vocab_size=51200
     )
     training = TrainingSpec(global_batch_size=1536, micro_batch_size=1)
-    options = {
+    options: GridOptions = {
         "micro_batch_sizes": [1, 2, 4, 8],
         "max_virtual_stages": 8,
         "recompute": list(Recompute),
         "sequence_parallel": [False, True],
         "zero_stages": [0, 1, 2, 3],
     }
-    expected = grid_reference(model, training, 1536, **options)  # type: ignore[arg-type]
-    got = _columns(enumerate_layouts(model, training, 1536, **options))  # type: ignore[arg-type]
+    expected = grid_reference(model, training, 1536, **options)
+    got = _columns(enumerate_layouts(model, training, 1536, **options))
     assert len(got["p"]) > 1000
     for name in COLUMNS:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
@@ -143,15 +165,15 @@ HUGE_MODEL = ModelSpec(
     vocab_size=51200,
 )
 HUGE_TRAINING = TrainingSpec(global_batch_size=HUGE, micro_batch_size=1)
-HUGE_OPTIONS = {"micro_batch_sizes": list(range(1, 9)), "max_virtual_stages": 8}
+HUGE_OPTIONS: LayoutOptions = {"micro_batch_sizes": list(range(1, 9)), "max_virtual_stages": 8}
 #: What the candidate grid of that space alone would take (7 float64 arrays): ~4.9 GB.
 HUGE_GRID_BYTES = 240 * 240 * 8 * 8 * 3 * 2 * 2 * 7 * 8
 
 
-def _peak_bytes(call: object) -> int:
+def _peak_bytes(call: Callable[[], None]) -> int:
     tracemalloc.start()
     try:
-        call()  # type: ignore[operator]
+        call()
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

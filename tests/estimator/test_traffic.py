@@ -280,6 +280,7 @@ def test_load_validation() -> None:
         CollectiveLoad(TrafficKind.TP, AR, -1.0, 1)
     with pytest.raises(ValidationError):
         CollectiveLoad(TrafficKind.TP, AR, float("nan"), 1)
+    # strings on purpose: the constructor coerces them (what this checks)
     load = CollectiveLoad("tp", "all_reduce", S, 1)  # type: ignore[arg-type]
     assert load.kind is TrafficKind.TP and load.op is Collective.ALL_REDUCE
 

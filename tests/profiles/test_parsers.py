@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +15,18 @@ from profiles.parsed import ParsedPoint, ParsedRun, ParseResult
 from profiles.parsers import apply_hints, parse_benchmark_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+class Hints(TypedDict, total=False):
+    """Query-parameter hints, as ``apply_hints`` takes them."""
+
+    op: str
+    ranks: int
+    nodes: int
+    backend: str
+    dtype: str
+
+
 HEADER = "#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong"
 
 
@@ -388,11 +401,9 @@ def test_hints_fill_a_bare_table() -> None:
         ("nccl_table_only.txt", {"nodes": 1}, "ranks"),
     ],
 )
-def test_missing_fields_name_the_query_parameter(
-    name: str, hints: dict[str, int], field: str
-) -> None:
+def test_missing_fields_name_the_query_parameter(name: str, hints: Hints, field: str) -> None:
     with pytest.raises(ValidationError) as info:
-        apply_hints(one(name), **hints)  # type: ignore[arg-type]
+        apply_hints(one(name), **hints)
     assert info.value.field == field and info.value.value is None
     assert f"add the query parameter {field}=" in info.value.message
 
@@ -419,9 +430,9 @@ def test_missing_collective_names_op() -> None:
         ({"backend": " "}, "backend"),
     ],
 )
-def test_bad_hints_are_validation_errors(hints: dict[str, object], field: str) -> None:
+def test_bad_hints_are_validation_errors(hints: Hints, field: str) -> None:
     with pytest.raises(ValidationError) as info:
-        apply_hints(one("osu_allreduce.txt"), **hints)  # type: ignore[arg-type]
+        apply_hints(one("osu_allreduce.txt"), **hints)
     assert info.value.field == field
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from estimator import estimate
 from profiles.validation.report import (
+    ValidationReport,
     fit_compute_model,
     linear_terms,
     load_runs,
@@ -20,25 +21,25 @@ SC21_T2_PTDP_MAX_PCT = 5.0
 
 
 @pytest.fixture(scope="module")
-def report():
+def report() -> ValidationReport:
     return run_validation()
 
 
-def test_sc21_table1_leave_one_out_meets_the_issue_targets(report) -> None:
+def test_sc21_table1_leave_one_out_meets_the_issue_targets(report: ValidationReport) -> None:
     loo = report.by_source["sc21_table1_leave_one_out"]
     assert loo.rows == 10
     assert loo.mean_abs_error_pct <= SC21_T1_LOO_MEAN_PCT
     assert loo.max_abs_error_pct <= SC21_T1_LOO_MAX_PCT
 
 
-def test_sc21_table2_ptdp_rows_are_predicted_from_table1_alone(report) -> None:
+def test_sc21_table2_ptdp_rows_are_predicted_from_table1_alone(report: ValidationReport) -> None:
     rows = [r for r in report.rows if r.id.startswith("sc21_t2_ptdp")]
     assert len(rows) == 6
     assert all(r.fitted_on == "SC21 Table 1 (all 10 rows)" for r in rows)
     assert max(abs(r.error_pct) for r in rows) <= SC21_T2_PTDP_MAX_PCT
 
 
-def test_no_row_is_scored_by_a_fit_that_saw_it(report) -> None:
+def test_no_row_is_scored_by_a_fit_that_saw_it(report: ValidationReport) -> None:
     runs, _ = load_runs()
     fit_set = [r for r in runs if r.in_fit_set]
     for row in report.rows:
@@ -53,7 +54,7 @@ def test_no_row_is_scored_by_a_fit_that_saw_it(report) -> None:
             assert row.utilization == report.fit["utilization"]
 
 
-def test_linear_terms_reproduce_the_engine(report) -> None:
+def test_linear_terms_reproduce_the_engine(report: ValidationReport) -> None:
     runs, _ = load_runs()
     run = runs[0]
     a, g, b = linear_terms(run)
@@ -61,12 +62,12 @@ def test_linear_terms_reproduce_the_engine(report) -> None:
     assert a / 0.6 + g * 1.7 + b == pytest.approx(direct.iteration_time_s, rel=1e-9)
 
 
-def test_rows_the_engine_cannot_model_are_listed_with_a_reason(report) -> None:
+def test_rows_the_engine_cannot_model_are_listed_with_a_reason(report: ValidationReport) -> None:
     assert all(e.reason for e in report.excluded)
     assert not {e.id for e in report.excluded} & {r.id for r in report.rows}
 
 
-def test_json_and_table_outputs_carry_the_summary(report) -> None:
+def test_json_and_table_outputs_carry_the_summary(report: ValidationReport) -> None:
     import json
 
     data = json.loads(report.to_json())
@@ -74,7 +75,7 @@ def test_json_and_table_outputs_carry_the_summary(report) -> None:
     assert "mean |err|" in report.to_table()
 
 
-def test_nominal_profiles_carry_the_sc21_table1_fit(report) -> None:
+def test_nominal_profiles_carry_the_sc21_table1_fit(report: ValidationReport) -> None:
     from profiles.nominal import NOMINAL_SPECS
 
     spec = NOMINAL_SPECS["dgx-a100-nominal"]
@@ -90,15 +91,18 @@ DGXC_H100_MEAN_PCT = 6.0
 DGXC_H100_GPT3_BF16_MAX_PCT = 2.0
 
 
-def test_h100_dgxc_runs_are_predicted_from_the_a100_fit(report) -> None:
-    dgxc = report.by_source["nvidia_dgxc_benchmarking"]
-    assert dgxc.rows == 16
-    assert dgxc.mean_abs_error_pct <= DGXC_H100_MEAN_PCT
+def test_h100_dgxc_runs_are_predicted_from_the_a100_fit(report: ValidationReport) -> None:
+    # The GPT-3 175B and Nemotron-4 rows (the recipes' dense runs without context parallelism).
+    dgxc = [r for r in report.rows if r.id.startswith(("dgxc_gpt3_", "dgxc_nemotron4_"))]
+    assert len(dgxc) == 16
+    assert sum(abs(r.error_pct) for r in dgxc) / len(dgxc) <= DGXC_H100_MEAN_PCT
     gpt3_bf16 = [r for r in report.rows if r.id.startswith("dgxc_gpt3_175b_bf16")]
     assert len(gpt3_bf16) == 5
     assert max(abs(r.error_pct) for r in gpt3_bf16) <= DGXC_H100_GPT3_BF16_MAX_PCT
 
 
-def test_rows_without_a_published_recompute_setting_are_excluded_not_guessed(report) -> None:
+def test_rows_without_a_published_recompute_setting_are_excluded_not_guessed(
+    report: ValidationReport,
+) -> None:
     reasons = {e.id: e.reason for e in report.excluded}
     assert reasons["nemo2407_llama2_70b"] == "activation recompute not published"
