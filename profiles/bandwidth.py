@@ -378,7 +378,9 @@ class Envelope:
         "_algbw",
         "_alpha_ns",
         "_beta",
+        "_covers_all",
         "_down",
+        "_gaps",
         "_lk",
         "_ml2",
         "_pieces",
@@ -452,6 +454,9 @@ class Envelope:
         self._algbw: list[float] = algbw.tolist()
         self._up: list[float] = self.x_up.tolist()
         self._down: list[float] = self.x_down.tolist()
+        self._gaps = bool((piece_src < 0).any())
+        # fits that reach both ways and no gap: every size is within bounds
+        self._covers_all = not self._gaps and self._down[0] == self._up[-1] == math.inf
 
     # -- building ---------------------------------------------------------------------------
 
@@ -709,8 +714,10 @@ class Envelope:
         use_up = (ok_up & (~ok_down | (up <= down))) | (~ok_down & (up <= down))
         return j, use_up, ok_up | ok_down
 
-    def covers(self, log_sizes: FloatArray) -> BoolArray:
-        """Which sizes this envelope answers within its bounds (as :meth:`locate`)."""
+    def covers(self, log_sizes: FloatArray) -> BoolArray | None:
+        """Which sizes this envelope answers within its bounds (as :meth:`locate`); None: all."""
+        if self._covers_all:
+            return None
         lk = self.log_knots
         below, above = log_sizes < lk[0], log_sizes > lk[-1]
         out = ~(below | above)
@@ -733,31 +740,35 @@ class Envelope:
         return out
 
     def evaluate(self, size_bytes: FloatArray, log_sizes: FloatArray) -> FloatArray:
-        """Values at every size, bounds ignored (the same arithmetic as :meth:`locate`)."""
+        """Values at every size, bounds ignored (the same arithmetic as :meth:`locate`).
+
+        ``np.interp`` computes slope · (x - x_j) + y_j with the slope (y_j+1 - y_j) / (x_j+1 -
+        x_j) and returns y_j at a knot, as :meth:`locate` does, so both agree to the bit.
+        """
         lk = self.log_knots
         n = lk.size
-        j = np.searchsorted(lk, log_sizes, side="right") - 1
-        jk = np.clip(j, 0, n - 1)
-        out: FloatArray
-        if n > 1:
+        out: FloatArray = np.interp(log_sizes, lk, self.values)
+        if self._gaps:
+            j = np.searchsorted(lk, log_sizes, side="right") - 1
             jp = np.clip(j, 0, n - 2)
-            out = self.slopes[jp] * (log_sizes - lk[jp]) + self.values[jp]
-            gap = (self.piece_src[jp] < 0) & (j >= 0) & (j < n - 1)
+            gap = (self.piece_src[jp] < 0) & (j >= 0) & (j < n - 1) & (log_sizes != lk[jp])
             if gap.any():
                 idx = np.flatnonzero(gap)
                 knot, use_up, _ = self._gap_sides(log_sizes[idx])
                 out[idx] = self._extrapolate(np.where(use_up, knot, knot + 1), size_bytes[idx])
-        else:
-            out = np.full(log_sizes.shape, self.values[0])
-        at_knot = (j >= 0) & (log_sizes == lk[jk])
-        out[at_knot] = self.values[jk[at_knot]]
-        below, above = log_sizes < lk[0], log_sizes > lk[-1]
-        if below.any():
-            out[below] = self._extrapolate(np.zeros(int(below.sum()), np.int64), size_bytes[below])
-        if above.any():
-            last = np.full(int(above.sum()), n - 1, np.int64)
-            out[above] = self._extrapolate(last, size_bytes[above])
+        for k, outside in ((0, log_sizes < lk[0]), (n - 1, log_sizes > lk[-1])):
+            if outside.any():
+                out[outside] = self._from_knot_array(k, size_bytes[outside])
         return out
+
+    def _from_knot_array(self, k: int, size_bytes: FloatArray) -> FloatArray:
+        """:meth:`_from_knot` for many sizes (the same operations)."""
+        algbw_k = self._algbw[k]
+        if algbw_k:
+            algbw = size_bytes / (self._alpha_ns[k] + size_bytes / self._beta[k])
+            out: FloatArray = self._v[k] * (algbw / algbw_k)
+            return out
+        return np.full(size_bytes.shape, self._v[k])
 
     # -- provenance -------------------------------------------------------------------------
 
@@ -1322,16 +1333,17 @@ class ProfileBandwidth:
         chain = self._chain(op, ranks, nodes)
         first = chain[0]
         covered = first.envelope.covers(log_sizes)
-        if covered.all():
-            return first.envelope.evaluate(sizes, log_sizes) * first.scale
+        if covered is None or covered.all():
+            out = first.envelope.evaluate(sizes, log_sizes)
+            return out if first.scale == 1.0 else out * first.scale
         out = np.full(sizes.shape, np.nan)
         todo = np.arange(sizes.size)
         for rule in chain:
             mask = covered if rule is first else rule.envelope.covers(log_sizes[todo])
-            if mask.any():
-                idx = todo[mask]
+            idx = todo if mask is None else todo[mask]
+            if idx.size:
                 out[idx] = rule.envelope.evaluate(sizes[idx], log_sizes[idx]) * rule.scale
-                todo = todo[~mask]
+                todo = todo[:0] if mask is None else todo[~mask]
                 if todo.size == 0:
                     return out
         out[todo] = first.envelope.evaluate(sizes[todo], log_sizes[todo]) * first.scale
