@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Generic, TypedDict, TypeVar
 
-from sqlalchemy import and_, delete, func, insert, or_, select
+from sqlalchemy import Table, and_, delete, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.orm.attributes import set_committed_value
@@ -39,6 +39,7 @@ from profiles.calibration import CalibrationResult, CalibrationSample
 from profiles.models import (
     NAME_LENGTH,
     UTILIZATION_SOURCES,
+    Base,
     Baseline,
     Calibration,
     PlacementCurve,
@@ -60,6 +61,10 @@ from profiles.uploads import (
 )
 
 T = TypeVar("T")
+# Tables for Core statements (bulk inserts and deletes that the ORM need not track)
+_POINTS: Table = Base.metadata.tables["points"]
+_RUNS: Table = Base.metadata.tables["runs"]
+_UPLOADS: Table = Base.metadata.tables["uploads"]
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 NAME_RULE = "must be 1-64 characters of A-Z a-z 0-9 . _ -"
@@ -420,7 +425,8 @@ def store_upload(
                 # the points as a read would give them, without reading them back
                 set_committed_value(run, "points", [Point(run_id=run.id, **v) for v in values])
             if rows:
-                session.execute(insert(Point), rows)
+                # Core: fast, and the runs' own flush already marked the profile changed
+                session.connection().execute(insert(_POINTS), rows)
             _add_to_curves(session, profile, upload, stored_runs, prepared.runs)
     except IntegrityError as exc:
         existing = _find_upload(session, profile.id, prepared.content_digest)
@@ -583,12 +589,21 @@ def remove_upload(*, session: Session, profile_name: str, upload_id: int) -> Upl
     profile = _locked_profile(session, profile_name)
     info = upload_info(session=session, profile_name=profile_name, upload_id=upload_id)
     placements = _upload_placements(session, upload_id)
-    session.execute(
-        delete(Point).where(Point.run_id.in_(select(Run.id).where(Run.upload_id == upload_id)))
-    )
-    session.execute(delete(Run).where(Run.upload_id == upload_id))
-    session.execute(delete(Upload).where(Upload.id == upload_id))
-    session.expire_all()
+    # Core statements on the session's connection: the deleted rows are this profile's, so
+    # bump_profile below marks the one profile changed (an ORM bulk statement could not say
+    # which profile it touched). Objects of the upload the session holds are dropped from it.
+    connection = session.connection()
+    run_ids = select(Run.id).where(Run.upload_id == upload_id)
+    connection.execute(delete(_POINTS).where(_POINTS.c.run_id.in_(run_ids)))
+    connection.execute(delete(_RUNS).where(_RUNS.c.upload_id == upload_id))
+    connection.execute(delete(_UPLOADS).where(_UPLOADS.c.id == upload_id))
+    for obj in list(session.identity_map.values()):
+        if (
+            (isinstance(obj, Upload) and obj.id == upload_id)
+            or (isinstance(obj, Run) and obj.upload_id == upload_id)
+            or (isinstance(obj, Point) and obj.run is not None and obj.run.upload_id == upload_id)
+        ):
+            session.expunge(obj)
     _rebuild_curves(session, profile, placements)
     bump_profile(session=session, profile=profile)
     return info
@@ -849,7 +864,7 @@ def _rebuild_curves(
     """Recompute stored placement curves from the enabled runs (all, or some placements)."""
     if profile.curves_format != ENVELOPE_FORMAT:
         placements = None
-    stale = delete(PlacementCurve).where(PlacementCurve.profile_id == profile.id)
+    stale = select(PlacementCurve).where(PlacementCurve.profile_id == profile.id)
     if placements is not None:
         if not placements:
             return
@@ -865,7 +880,9 @@ def _rebuild_curves(
                 )
             )
         )
-    session.execute(stale)
+    for row in session.scalars(stale):
+        session.delete(row)
+    session.flush()
     curves = load_run_curves(session=session, profile_id=profile.id, placements=placements)
     groups: dict[tuple[str, int, int], list[RunCurve]] = {}
     for curve in curves:
