@@ -480,14 +480,83 @@ class Envelope:
 
     @classmethod
     def of_curves(cls, curves: Sequence[RunCurve]) -> Envelope:
-        """The envelope of several runs at one placement (merged pairwise)."""
-        envelopes = [cls.of_curve(c) for c in curves]
+        """The envelope of several runs at one placement.
+
+        Runs measured at the same sizes (the usual case: repeated nccl-tests sweeps) are
+        merged at once (:meth:`of_grid`); those envelopes are then merged pairwise.
+        """
+        grids: dict[tuple[float, ...], list[RunCurve]] = {}
+        for curve in curves:
+            grids.setdefault(tuple(curve.sizes_bytes.tolist()), []).append(curve)
+        envelopes = [cls.of_grid(group) for group in grids.values()]
         while len(envelopes) > 1:
             merged = [a.merge(b) for a, b in zip(envelopes[::2], envelopes[1::2], strict=False)]
             if len(envelopes) % 2:
                 merged.append(envelopes[-1])
             envelopes = merged
         return envelopes[0]
+
+    @classmethod
+    def of_grid(cls, curves: Sequence[RunCurve]) -> Envelope:
+        """The envelope of runs measured at the same sizes, exact, in one pass.
+
+        At each size the highest run wins. On a piece between two sizes every run is a line
+        (linear in log size); where the winners at its ends differ, the upper envelope of those
+        lines is found by splitting at crossings (the line highest at the crossing of the two
+        current winners joins them, until none does).
+        """
+        if len(curves) == 1:
+            return cls.of_curve(curves[0])
+        lk = curves[0].log_sizes
+        table = np.stack([c.busbw_gbps for c in curves])  # runs × sizes
+        winner = np.argmax(table, axis=0)
+        knots: list[float] = []
+        values: list[float] = []
+        knot_src: list[int] = []
+        measured: list[bool] = []
+        pieces: list[int] = []
+        lk_list, win = lk.tolist(), winner.tolist()
+        for i in range(lk.size):
+            knots.append(lk_list[i])
+            values.append(float(table[win[i], i]))
+            knot_src.append(win[i])
+            measured.append(True)
+            if i == lk.size - 1:
+                break
+            if win[i] == win[i + 1]:
+                pieces.append(win[i])
+                continue
+            left, right = table[:, i], table[:, i + 1]
+            x0, dx = lk_list[i], lk_list[i + 1] - lk_list[i]
+            chain = _upper_chain(left, right, win[i], win[i + 1])
+            owner, last_t = chain[0][1], 0.0
+            for t, line in chain[1:]:
+                if not last_t < t < 1.0:  # a crossing at a knot: no piece of its own
+                    owner = line
+                    continue
+                pieces.append(owner)
+                knots.append(x0 + t * dx)
+                values.append(float(left[line] + t * (right[line] - left[line])))
+                knot_src.append(line)
+                measured.append(False)
+                owner, last_t = line, t
+            pieces.append(owner)
+        sources = tuple(Source.of(c) for c in curves)
+        used = sorted(set(knot_src) | set(pieces))
+        remap = {old: new for new, old in enumerate(used)}
+        return cls(
+            op=curves[0].op,
+            ranks=curves[0].ranks,
+            nodes=curves[0].nodes,
+            log_knots=np.array(knots),
+            values=np.array(values),
+            knot_src=np.array([remap[i] for i in knot_src], dtype=np.int64),
+            knot_measured=np.array(measured, dtype=np.bool_),
+            piece_src=np.array([remap[i] for i in pieces], dtype=np.int64),
+            measured_log2=np.log2(curves[0].sizes_bytes),
+            sources=tuple(sources[i] for i in used),
+            run_count=len(curves),
+        )
 
     def _sample(self, lx: FloatArray) -> tuple[FloatArray, IntArray, BoolArray]:
         """Values, answering source and measured flag at log sizes (NaN/-1 where uncovered)."""
@@ -817,6 +886,34 @@ class Envelope:
         if not hit.within_bound:
             text += "; beyond that bound, and nothing else measured this size"
         return "extrapolated", text
+
+
+def _upper_chain(
+    left: FloatArray, right: FloatArray, first: int, last: int
+) -> list[tuple[float, int]]:
+    """The upper envelope of lines on [0, 1] from their values at 0 and 1, as (start t, line).
+
+    ``first`` is highest at 0 and ``last`` at 1. Where the line highest at the crossing of two
+    neighbours is neither, it joins the chain between them (each line joins at most once).
+    """
+
+    def crossing(a: int, b: int) -> float:
+        d0, d1 = left[a] - left[b], right[a] - right[b]
+        return float(d0 / (d0 - d1)) if d0 != d1 else 0.5
+
+    chain = [(0.0, first), (1.0, last)]
+    i = 0
+    while i < len(chain) - 1 and len(chain) <= left.size + 1:
+        (_, a), (_, b) = chain[i], chain[i + 1]
+        t = crossing(a, b)
+        at = left + t * (right - left)
+        top = int(np.argmax(at))
+        if top not in (a, b) and at[top] > at[a] + 1e-12 * abs(at[a]):
+            chain.insert(i + 1, (t, top))
+            continue  # look again between a and the new line
+        chain[i + 1] = (t, b)
+        i += 1
+    return chain
 
 
 # --- pools of envelopes ---------------------------------------------------------------------

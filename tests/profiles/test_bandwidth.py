@@ -505,3 +505,26 @@ def test_explain_equals_busbw_with_gaps_single_points_and_merged_runs() -> None:
             args = (int(ranks[i]), int(nodes[i]), float(sizes[i]))
             assert provider.explain(K, op, *args).busbw_gbps == values[i], (op, args)
             assert provider.busbw_gbps(K, op, *args) == values[i]
+
+
+def test_many_runs_at_one_grid_merge_to_the_exact_upper_envelope() -> None:
+    rng = np.random.default_rng(3)
+    curves = [
+        _curve(
+            sizes=[2.0**e for e in range(3, 34, 2)],
+            alpha=float(rng.uniform(2, 40)),
+            beta=float(rng.uniform(5, 300)),
+            run_id=i,
+        )
+        for i in range(60)
+    ]
+    batched = Envelope.of_curves(curves)
+    pairwise = Envelope.of_curve(curves[0])
+    for curve in curves[1:]:
+        pairwise = pairwise.merge(Envelope.of_curve(curve))
+    grid = np.log(np.geomspace(8.0, 2.0**33, 5000))
+    sizes = np.exp(grid)
+    truth = np.max([np.interp(grid, c.log_sizes, c.busbw_gbps) for c in curves], axis=0)
+    assert np.allclose(batched.evaluate(sizes, grid), truth, rtol=1e-12, atol=0)
+    assert np.allclose(pairwise.evaluate(sizes, grid), truth, rtol=1e-12, atol=0)
+    assert batched.run_count == 60 and len(batched.sources) < 60
