@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
@@ -26,6 +27,8 @@ from api.settings import Settings, get_settings
 from estimator.errors import UnavailableError
 
 log = logging.getLogger("api")
+
+DOCS_ASSETS = "/static-offline-docs"  # Swagger UI and ReDoc files, served from the package
 
 DESCRIPTION = """\
 Closed-form iteration-time and communication estimates for GPT-style training layouts.
@@ -94,11 +97,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             runtime.close()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from the installed package, never a CDN
+    app = FastAPIOffline(
         title="commest",
         version=VERSION,
         description=DESCRIPTION,
         lifespan=lifespan,
+        static_url=DOCS_ASSETS,
+        swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from swagger.io
     )
     app.state.runtime = runtime
     app.add_middleware(BodyCap, max_bytes=runtime.settings.max_upload_bytes)

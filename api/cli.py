@@ -548,7 +548,7 @@ def serve(
     import uvicorn
 
     from profiles.db import make_engine, session_factory, transaction, upgrade_database
-    from profiles.nominal import ensure_nominal_profiles
+    from profiles.repository import ensure_nominal_profiles
 
     settings = load_settings()
     url = settings.resolved_database_url

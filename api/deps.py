@@ -28,7 +28,7 @@ from api.caches import ProfileSource, ProviderCache, SnapshotCache
 from api.settings import Settings
 from estimator.errors import AuthError, UnavailableError
 from profiles.db import make_engine, ping, session_factory, upgrade_database
-from profiles.nominal import ensure_nominal_profiles
+from profiles.repository import ensure_nominal_profiles
 
 log = logging.getLogger("api")
 

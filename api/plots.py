@@ -19,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
+from api.schemas import CurveOut
 from estimator.bandwidth import FloatArray
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -64,21 +65,21 @@ def traffic_heatmap(matrix: FloatArray, *, level: str, title: str, block: int = 
     return _png(fig)
 
 
-def bandwidth_curves(curves: Sequence[dict[str, Any]], *, title: str) -> bytes:
+def bandwidth_curves(curves: Sequence[CurveOut], *, title: str) -> bytes:
     """busbw against message size, one line per curve, log-scaled size axis."""
     fig = Figure(figsize=(8.0, 5.0), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     for curve in curves:
         label = (
-            f"{curve['op']} {curve['ranks']}r/{curve['nodes']}n {curve['backend']}"
-            + (" (nominal)" if curve["nominal"] else "")
-            + (f" run {curve['run_id']}" if curve["run_id"] is not None else "")
+            f"{curve.op} {curve.ranks}r/{curve.nodes}n {curve.backend}"
+            + (" (nominal)" if curve.nominal else "")
+            + (f" run {curve.run_id}" if curve.run_id is not None else "")
         )
         ax.plot(
-            curve["sizes_bytes"],
-            curve["busbw_gbps"],
-            marker="." if not curve["nominal"] else None,
-            linestyle="--" if curve["nominal"] else "-",
+            curve.sizes_bytes,
+            curve.busbw_gbps,
+            marker="." if not curve.nominal else None,
+            linestyle="--" if curve.nominal else "-",
             linewidth=1.0,
             label=label,
         )

@@ -4,7 +4,9 @@ Every domain error (``estimator.errors``) keeps its ``status`` and ``title``; th
 ``type`` (a URN per error class), ``detail`` (the error's message), ``instance`` (the request
 path) and, where the error knows them, ``field``, ``value`` and ``rule``. Request validation
 errors of pydantic become 422 problems with one entry per failing field in ``errors``;
-database outages become 503; unknown routes and methods keep their HTTP status.
+database outages become 503; unknown routes and methods keep their HTTP status (a 405
+lists in ``Allow`` every method the path answers). A response model that refuses a number
+that is not finite, outside ``api.schemas.finite_answer``, is still a 422, never a 500.
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import lru_cache
 from http import HTTPStatus
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -178,20 +183,70 @@ def _request_validation(request: Request, exc: RequestValidationError) -> JSONRe
     )
 
 
+_OPERATIONS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+
+@lru_cache(maxsize=256)
+def _path_regex(template: str) -> re.Pattern[str]:
+    """``/v1/profiles/{name}`` as a regex matching concrete paths."""
+    parts = re.split(r"(\{[^}]+\})", template)
+    return re.compile("".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts))
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the app's OpenAPI document serves on the request's path.
+
+    Starlette's own 405 names the methods of the first route that matched the path only; a
+    path served by several routes (``GET`` and ``POST /v1/profiles``) answers for all of them.
+    """
+    path, root = request.scope["path"], request.scope.get("root_path", "")
+    path = path.removeprefix(root) if root and path.startswith(root) else path
+    methods: set[str] = set()
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        if _path_regex(template).fullmatch(path):
+            methods |= {m.upper() for m in operations if m in _OPERATIONS}
+    if "GET" in methods:
+        methods.add("HEAD")  # Starlette answers HEAD wherever it answers GET
+    return sorted(methods)
+
+
 def _http_problem(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     try:
         title = HTTPStatus(exc.status_code).phrase
     except ValueError:
         title = "Error"
     detail = exc.detail if isinstance(exc.detail, str) else title
+    headers = dict(exc.headers) if exc.headers else {}
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"no route {request.method} {request.url.path}"
+    if exc.status_code == 405:
+        given = [m for m in headers.get("Allow", "").split(", ") if m]
+        allowed = allowed_methods(request) or sorted(given)
+        headers["Allow"] = ", ".join(allowed)
+        detail = f"{request.method} {request.url.path} is not served; it answers {headers['Allow']}"
     return problem_response(
         request,
         status=exc.status_code,
         title=title,
         detail=detail,
-        headers=dict(exc.headers) if exc.headers else None,
+        headers=headers or None,
+    )
+
+
+def _non_finite_answer(request: Request, exc: PydanticValidationError) -> JSONResponse:
+    """A response model refused a number that is not finite, outside ``finite_answer``; any
+    other failure to build a response is an internal error."""
+    errors = exc.errors()
+    if not errors or any(e["type"] != "finite_number" for e in errors):
+        return _internal_problem(request, exc)
+    member = next((p for p in reversed(errors[0]["loc"]) if isinstance(p, str)), "answer")
+    return problem_response(
+        request,
+        status=422,
+        title=ValidationError.title,
+        detail=f"the request gives a non-finite {member}, which no answer can carry: its "
+        "figures are outside the range commest computes with",
+        type_=problem_type(ValidationError, 422),
     )
 
 
@@ -254,6 +309,7 @@ def install(app: FastAPI) -> None:
         (OperationalError, _handler(DBAPIError, _database_problem)),
         (PoolTimeoutError, _handler(PoolTimeoutError, _pool_timeout_problem)),
         (ArithmeticError, _handler(ArithmeticError, _numeric_problem)),  # extreme input
+        (PydanticValidationError, _handler(PydanticValidationError, _non_finite_answer)),
         (Exception, _handler(Exception, _internal_problem)),
     ]
     for kind, handle in handlers:

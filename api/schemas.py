@@ -9,15 +9,70 @@ divisibility, model shape) are left to the engine, which names the field and the
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasPath,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    computed_field,
+    model_validator,
+    with_config,
+)
+from pydantic import ValidationError as PydanticValidationError
+from typing_extensions import TypedDict
 
+from estimator.bandwidth import Collective, TrafficKind, parse_collective
+from estimator.errors import ValidationError
 from estimator.specs import Fidelity, Precision, Recompute
 from estimator.traffic import Algorithm
 
-NAME_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
+#: 1-64 characters of [A-Za-z0-9._-], but not "." or "..": URL clients normalise those path
+#: segments away, so a resource of that name could never be read back.
+NAME_PATTERN = (
+    r"^(?:[A-Za-z0-9_-]|[A-Za-z0-9_-][A-Za-z0-9._-]|\.[A-Za-z0-9_-]|[A-Za-z0-9._-]{3,64})$"
+)
+NAME_RULE = (
+    "must be 1-64 characters of A-Z a-z 0-9 . _ - and not '.' or '..' "
+    "(URL clients normalise those away)"
+)
+
+
+def _name(value: str) -> str:
+    if re.fullmatch(NAME_PATTERN, value) is None:
+        raise ValueError(NAME_RULE)
+    return value
+
+
+#: A profile or baseline name (the JSON schema states the pattern; the error states the rule).
+Name = Annotated[
+    str,
+    AfterValidator(_name),
+    WithJsonSchema({"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 64}),
+]
+
+
+def _collective(value: Any) -> Any:
+    """A user's spelling of a collective (``allreduce``, ``all-reduce``) as its name."""
+    if isinstance(value, str):
+        try:
+            return parse_collective(value)
+        except ValidationError:
+            return value  # the enum's own error lists the names
+    return value
+
+
+#: A collective (query parameter ``op``): nccl-tests names, common spellings accepted.
+Op = Annotated[Collective, BeforeValidator(_collective)]
+GB = 1e9  # the API's gigabyte: 10^9 bytes (memory figures in GB are converted at the edge)
 
 EXAMPLE_ESTIMATE: dict[str, Any] = {
     "model": {"preset": "gpt3-175b"},
@@ -64,6 +119,7 @@ MAX_COUNT = 2**31 - 1  # what every database stores as an integer
 MAX_FLOAT = 1e15  # far beyond any figure the API takes, far below overflow
 MAX_GPU_MEMORY_GB = 1e6  # a stored profile keeps bytes in a 64-bit integer
 Count = Annotated[int, Field(le=MAX_COUNT)]  # > 0 is the engine's rule (it names the field)
+MAX_PARAMETERS = 10**15  # a model's stated parameter count (no database column holds it)
 Tflops = Annotated[float, Field(gt=0, le=MAX_FLOAT)]
 DtypeKey = Annotated[str, Field(min_length=1, max_length=16)]
 
@@ -75,10 +131,9 @@ class _In(BaseModel):
 # --- estimate request parts -------------------------------------------------------------------
 
 
-class ModelIn(_In):
-    """A GPT-style model: a preset, explicit shape fields, or a preset plus overrides."""
+class _ModelShape(BaseModel):
+    """The shape fields of a GPT-style model (``estimator.ModelSpec``'s), written once."""
 
-    preset: str | None = Field(None, description="key of GET /v1/presets/models")
     num_layers: Count | None = None
     hidden_size: Count | None = None
     num_attention_heads: Count | None = None
@@ -88,15 +143,21 @@ class ModelIn(_In):
     swiglu: bool | None = None
     num_query_groups: Count | None = None
     tied_embeddings: bool | None = None
-    num_parameters: Count | None = None
+    num_parameters: Annotated[int, Field(le=MAX_PARAMETERS)] | None = None
     moe_num_experts: Count | None = None
     moe_top_k: Count | None = None
     moe_every_k_layers: Count | None = None
     moe_ffn_hidden_size: Count | None = None
 
 
-class LayoutIn(_In):
-    """The parallel layout (p, t, d) and its refinements; defaults are Megatron's."""
+class ModelIn(_In, _ModelShape):
+    """A GPT-style model: a preset, explicit shape fields, or a preset plus overrides."""
+
+    preset: str | None = Field(None, description="key of GET /v1/presets/models")
+
+
+class _LayoutShape(BaseModel):
+    """The layout fields a plan sweeps (``estimator.LayoutSpec``'s first six), written once."""
 
     pipeline: Count
     tensor: int
@@ -104,6 +165,11 @@ class LayoutIn(_In):
     virtual_stages: Count = 1
     sequence_parallel: bool = False
     zero_stage: Count = 0
+
+
+class LayoutIn(_In, _LayoutShape):
+    """The parallel layout (p, t, d) and its refinements; defaults are Megatron's."""
+
     context_parallel: Count = 1
     expert_parallel: int = 1
     rank_order: str = "tp-dp-pp"
@@ -213,21 +279,23 @@ class TrafficMatrixRequest(EstimateRequest):
     algorithm: Algorithm = Algorithm.RING
 
 
-PLAN_CONSTRAINTS = (
-    "max_tensor",
-    "micro_batch_sizes",
-    "zero_stages",
-    "recompute",
-    "sequence_parallel",
-    "max_virtual_stages",
-    "drop_infeasible",
-)
+class PlanConstraints(_In):
+    """What a plan may sweep; each list narrows (or widens) the swept values."""
+
+    max_tensor: int | None = Field(None, ge=1, le=MAX_COUNT)
+    micro_batch_sizes: list[Count] | None = Field(None, min_length=1, max_length=64)
+    zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(None, min_length=1)
+    recompute: list[Recompute] | None = Field(None, min_length=1)
+    sequence_parallel: list[bool] | None = Field(None, min_length=1)
+    max_virtual_stages: int = Field(8, ge=1, le=64)
+    drop_infeasible: bool = False
 
 
-class PlanRequest(_In):
+class PlanRequest(PlanConstraints):
     """POST /v1/plans: every valid layout of ``gpus`` GPUs, ranked by iteration time.
 
-    Constraints may be given at the top level or grouped under ``constraints``.
+    The constraints may be given at the top level or grouped under ``constraints`` (not both
+    for the same one).
     """
 
     model_config = ConfigDict(
@@ -241,7 +309,14 @@ class PlanRequest(_In):
                     "gpus": 1536,
                     "top_k": 10,
                     "max_tensor": 8,
-                }
+                },
+                {
+                    "model": {"preset": "gpt3-175b"},
+                    "training": {"global_batch_size": 1536},
+                    "cluster": {"profile": "dgx-a100-nominal", "utilization": 0.5},
+                    "gpus": 1536,
+                    "constraints": {"max_tensor": 8, "zero_stages": [0, 1]},
+                },
             ]
         },
     )
@@ -252,25 +327,24 @@ class PlanRequest(_In):
     fidelity: Fidelity = Fidelity.DETAILED
     gpus: int = Field(gt=0, le=MAX_COUNT)
     top_k: int = Field(10, ge=1, le=10_000)
-    max_tensor: int | None = Field(None, ge=1, le=MAX_COUNT)
-    micro_batch_sizes: list[Count] | None = Field(None, min_length=1, max_length=64)
-    zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(None, min_length=1)
-    recompute: list[Recompute] | None = Field(None, min_length=1)
-    sequence_parallel: list[bool] | None = Field(None, min_length=1)
-    max_virtual_stages: int = Field(8, ge=1, le=64)
-    drop_infeasible: bool = False
+    constraints: PlanConstraints | None = Field(
+        None,
+        description="the constraints grouped; the server moves them to the top level",
+        exclude=True,
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _lift_constraints(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or "constraints" not in data:
+        if not isinstance(data, dict) or data.get("constraints") is None:
             return data
         constraints = data["constraints"]
         if not isinstance(constraints, dict):
             raise ValueError("constraints must be an object")
-        unknown = sorted(set(constraints) - set(PLAN_CONSTRAINTS))
+        known = list(PlanConstraints.model_fields)
+        unknown = sorted(set(constraints) - set(known))
         if unknown:
-            raise ValueError(f"unknown constraints {unknown}; known: {list(PLAN_CONSTRAINTS)}")
+            raise ValueError(f"unknown constraints {unknown}; known: {known}")
         twice = sorted(set(constraints) & set(data))
         if twice:
             raise ValueError(f"{twice} given both at the top level and under constraints")
@@ -293,7 +367,7 @@ class CheckRequest(EstimateRequest):
     )
 
     max_iteration_time_s: float | None = Field(None, gt=0, le=MAX_FLOAT)
-    baseline: str | None = Field(None, pattern=NAME_PATTERN)
+    baseline: Name | None = None
     tolerance: float | None = Field(
         None, ge=0, le=MAX_FLOAT, description="fraction over the baseline allowed (default 0.05)"
     )
@@ -381,7 +455,7 @@ class ProfileCreate(_In):
         },
     )
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: Name
     gpu_model: str = Field(min_length=1, max_length=64)
     gpus_per_node: int = Field(ge=1, le=1024)
     peak_tflops: float | None = Field(None, gt=0, le=MAX_FLOAT)
@@ -394,7 +468,7 @@ class ProfileCreate(_In):
 class ProfileUpdate(_In):
     """PATCH /v1/profiles/{name}: only the fields given change; null clears a nullable one."""
 
-    name: str | None = Field(None, pattern=NAME_PATTERN)
+    name: Name | None = None
     gpu_model: str | None = Field(None, min_length=1, max_length=64)
     gpus_per_node: int | None = Field(None, ge=1, le=1024)
     peak_tflops: float | None = Field(None, gt=0, le=MAX_FLOAT)
@@ -404,16 +478,86 @@ class ProfileUpdate(_In):
     description: str | None = Field(None, max_length=10_000)
 
 
+MAX_RANKS = 10_000_000
+
+
+class UploadHints(BaseModel):
+    """What the uploader says about a benchmark text that the text may not say itself (the
+    query parameters of POST /v1/profiles/{name}/runs); where both say, the text wins."""
+
+    op: Op | None = Field(None, description="collective, if the text omits it")
+    ranks: int | None = Field(None, ge=1, le=MAX_RANKS, description="rank count, if omitted")
+    nodes: int | None = Field(None, ge=1, le=MAX_RANKS, description="node count, if omitted")
+    backend: str | None = Field(None, max_length=32)
+    dtype: str | None = Field(None, max_length=16)
+
+
 # --- responses --------------------------------------------------------------------------------
+#
+# Built from domain objects (``Model.model_validate(obj)``, ``from_attributes``): an attribute
+# whose name differs from the JSON member is mapped with ``validation_alias``, members the domain
+# object lacks are given with ``Members``. The JSON member names are the contract.
+
+
+class Members:
+    """A domain object's attributes plus (or overridden by) a few members an answer adds.
+
+    ``RunOut.model_validate(Members(run, already_stored=True))`` reads every other field from
+    ``run``; a member given here is never read from the object (``points=None`` does not load
+    a run's points).
+    """
+
+    __slots__ = ("_members", "_source")
+
+    def __init__(self, source: object, /, **members: Any) -> None:
+        self._source = source
+        self._members = members
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._members:
+            return self._members[name]
+        return getattr(self._source, name)
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        from_attributes=True,
+        populate_by_name=True,  # a response also reads back from its own JSON
+        json_schema_serialization_defaults_required=True,  # every member is always sent
+        allow_inf_nan=False,  # JSON has no Infinity or NaN: see finite_answer
+    )
+
+
+@contextmanager
+def finite_answer(inputs: Mapping[str, Any]) -> Iterator[None]:
+    """Build a response inside: a number in it that is not finite (which JSON cannot carry)
+    becomes a ValidationError naming ``inputs``, the request values the answer came from.
+
+    Every response model refuses Infinity and NaN, so this is the one place where an answer
+    the figures cannot give turns into a 422 instead of a 200 carrying an invalid number.
+    """
+    try:
+        yield
+    except PydanticValidationError as exc:
+        errors = exc.errors()
+        if not errors or any(e["type"] != "finite_number" for e in errors):
+            raise
+        first = errors[0]
+        member = next((p for p in reversed(first["loc"]) if isinstance(p, str)), "answer")
+        raise ValidationError(
+            ", ".join(inputs),
+            dict(inputs) if len(inputs) > 1 else next(iter(inputs.values()), None),
+            f"gives a non-finite {member} ({first['input']}), which no answer can carry: "
+            "the figures are outside the range commest computes with",
+        ) from None
 
 
 class RatiosOut(_Out):
-    communication: float
-    bubble: float
+    """Shares of the iteration time (from an ``Estimate``)."""
+
+    communication: float = Field(validation_alias="communication_ratio")
+    bubble: float = Field(validation_alias="bubble_ratio")
 
 
 class ThroughputOut(_Out):
@@ -427,9 +571,9 @@ class ThroughputOut(_Out):
 class CollectiveOut(_Out):
     """One collective of the iteration with the bandwidth used and where it came from."""
 
-    kind: str
+    kind: TrafficKind
     term: str
-    op: str
+    op: Collective
     ranks: int
     nodes: int
     size_bytes: float
@@ -452,49 +596,92 @@ class MemoryOut(_Out):
 
 
 class ClusterOut(_Out):
-    """The cluster figures the estimate used, and where each came from."""
+    """The cluster figures the estimate used, and where each came from (from an
+    ``api.scenario.ResolvedCluster``)."""
 
     profile: str | None
-    gpus_per_node: int
+    gpus_per_node: int = Field(validation_alias=AliasPath("spec", "gpus_per_node"))
     peak_tflops: float
-    utilization: float
+    utilization: float = Field(validation_alias=AliasPath("spec", "utilization"))
     utilization_source: str
-    gpu_memory_bytes: float | None
-    memory_bandwidth_gbps: float | None
-    memory_traffic_factor: float
+    gpu_memory_bytes: float | None = Field(validation_alias=AliasPath("spec", "gpu_memory_bytes"))
+    memory_bandwidth_gbps: float | None = Field(
+        validation_alias=AliasPath("spec", "memory_bandwidth_gbps")
+    )
+    memory_traffic_factor: float = Field(
+        validation_alias=AliasPath("spec", "memory_traffic_factor")
+    )
     bandwidth: str
 
 
-class EstimateResponse(_Out):
-    """POST /v1/estimates."""
+def _terms(value: Any) -> Any:
+    """A breakdown as ``{term: seconds}`` (the engine's ``Breakdown.as_dict``)."""
+    return value.as_dict() if hasattr(value, "as_dict") else value
 
-    iteration_time_s: float
-    breakdown_s: dict[str, float]
-    link_time_s: dict[str, float]
-    ratios: RatiosOut
-    throughput: ThroughputOut
-    traffic_bytes_per_gpu: dict[str, float]
-    collectives: list[CollectiveOut]
-    memory: MemoryOut
-    micro_batches: int
-    parameters: float
-    parameters_per_gpu: float
-    model_flops_per_iteration: float
-    hardware_flops_per_iteration: float
-    gpus: int
-    fidelity: Fidelity
+
+class EstimateResponse(_Out):
+    """POST /v1/estimates (from an ``api.scenario.Answer``: an estimate and its cluster)."""
+
+    iteration_time_s: float = Field(validation_alias=AliasPath("estimate", "iteration_time_s"))
+    breakdown_s: Annotated[dict[str, float], BeforeValidator(_terms)] = Field(
+        validation_alias=AliasPath("estimate", "breakdown")
+    )
+    link_time_s: dict[str, float] = Field(validation_alias=AliasPath("estimate", "link_s"))
+    ratios: RatiosOut = Field(validation_alias="estimate")
+    throughput: ThroughputOut = Field(validation_alias=AliasPath("estimate", "throughput"))
+    traffic_bytes_per_gpu: dict[str, float] = Field(
+        validation_alias=AliasPath("estimate", "traffic_bytes")
+    )
+    collectives: list[CollectiveOut] = Field(validation_alias=AliasPath("estimate", "collectives"))
+    memory: MemoryOut = Field(validation_alias=AliasPath("estimate", "memory"))
+    micro_batches: int = Field(validation_alias=AliasPath("estimate", "micro_batches"))
+    parameters: float = Field(validation_alias=AliasPath("estimate", "parameters"))
+    parameters_per_gpu: float = Field(validation_alias=AliasPath("estimate", "gpu_parameters"))
+    model_flops_per_iteration: float = Field(validation_alias=AliasPath("estimate", "model_flops"))
+    hardware_flops_per_iteration: float = Field(
+        validation_alias=AliasPath("estimate", "hardware_flops")
+    )
+    gpus: int = Field(validation_alias=AliasPath("estimate", "scenario", "layout", "gpus"))
+    fidelity: Fidelity = Field(validation_alias=AliasPath("estimate", "scenario", "fidelity"))
     cluster: ClusterOut
     assumptions: list[str]
-    warnings: list[str]
+    warnings: list[str] = Field(validation_alias=AliasPath("estimate", "warnings"))
 
 
-class PlanLayoutOut(_Out):
-    pipeline: int
-    tensor: int
-    data: int
-    virtual_stages: int
-    sequence_parallel: bool
-    zero_stage: int
+@with_config(ConfigDict(extra="forbid", allow_inf_nan=False))
+class TrafficRowOut(TypedDict):
+    """One sparse entry: bytes per iteration from GPU (or node) ``src`` to ``dst``. A typed
+    dict, not a model: a matrix has up to millions of rows, and a dict validates ~4x faster."""
+
+    src: int
+    dst: int
+    bytes: float
+    kind: TrafficKind
+
+
+class TrafficTotalsOut(_Out):
+    bytes: float
+    by_kind: dict[str, float]
+    entries: int
+
+
+class TrafficMatrixResponse(_Out):
+    """POST /v1/traffic-matrices with ``format: json``: the sparse rows and their totals."""
+
+    gpus: int
+    gpus_per_node: int
+    level: Literal["gpu", "node"]
+    size: int = Field(validation_alias=AliasPath("traffic", "size"))
+    algorithm: Algorithm
+    unit: Literal["bytes per iteration"] = "bytes per iteration"
+    rows: list[TrafficRowOut]
+    totals: TrafficTotalsOut
+    iteration_time_s: float = Field(validation_alias=AliasPath("result", "iteration_time_s"))
+
+
+class PlanLayoutOut(_LayoutShape, _Out):
+    """One swept layout: the layout fields and the training fields a plan sweeps."""
+
     micro_batch_size: int
     recompute: Recompute
 
@@ -534,6 +721,12 @@ class BaselineWritten(BaselineRead):
     source: Literal["predicted", "given"]
 
 
+class BaselineHeld(BaselineRead):
+    """The baseline a check was held to, and the fraction over it allowed."""
+
+    tolerance: float
+
+
 class CheckResponse(_Out):
     """POST /v1/checks."""
 
@@ -543,24 +736,35 @@ class CheckResponse(_Out):
     limit_s: float
     margin_s: float
     margin_pct: float
-    baseline: dict[str, Any] | None
+    baseline: BaselineHeld | None
     estimate: EstimateResponse
 
 
+def _text(value: Any) -> Any:
+    return "" if value is None else value
+
+
 class ProfileRead(_Out):
+    """A stored profile (from the ORM ``Profile``)."""
+
     name: str
     gpu_model: str
     gpus_per_node: int
     peak_tflops: float | None
     peak_tflops_by_dtype: dict[str, float] | None
     gpu_memory_bytes: int | None
-    gpu_memory_gb: float | None
     utilization: float | None
     utilization_source: str | None
-    description: str
+    description: Annotated[str, BeforeValidator(_text)]
     nominal: bool
     created_at: datetime
     updated_at: datetime
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def gpu_memory_gb(self) -> float | None:
+        """``gpu_memory_bytes`` in GB (10^9 bytes)."""
+        return None if self.gpu_memory_bytes is None else self.gpu_memory_bytes / GB
 
 
 class ProfilesPage(_Out):
@@ -576,7 +780,13 @@ class PointOut(_Out):
     in_place: bool
 
 
+def _listed(value: Any) -> Any:
+    return [] if value is None else value
+
+
 class RunOut(_Out):
+    """A stored run (from the ORM ``Run``); ``points`` is null when not asked for."""
+
     id: int
     upload_id: int
     collective: str
@@ -590,10 +800,10 @@ class RunOut(_Out):
     tool_version: str | None
     alpha_us: float | None
     beta_gbps: float | None
-    warnings: list[str]
+    warnings: Annotated[list[str], BeforeValidator(_listed)]
     created_at: datetime
     points: list[PointOut] | None
-    already_stored: bool | None = None
+    already_stored: bool | None = Field(None, description="uploads only: it was stored before")
 
 
 class UploadResponse(_Out):
@@ -608,7 +818,7 @@ class RunsPage(_Out):
 
 class BandwidthResponse(_Out):
     profile: str
-    op: str
+    op: Collective
     ranks: int
     nodes: int
     bytes: float
@@ -620,6 +830,8 @@ class BandwidthResponse(_Out):
 
 
 class CurveOut(_Out):
+    """One stored run's (or nominal) curve (from ``profiles.bandwidth.CurveData``)."""
+
     op: str
     ranks: int
     nodes: int
@@ -648,7 +860,7 @@ class TuningRowOut(_Out):
 
 class TuningTableResponse(_Out):
     profile: str
-    op: str
+    op: Collective
     ranks: int
     nodes: int | None
     rows: list[TuningRowOut]
@@ -660,11 +872,13 @@ class ResidualOut(_Out):
     predicted_s: float
     residual_s: float
     residual_pct: float
-    scaled_s: float | None
-    fixed_s: float | None
+    scaled_s: float | None = Field(None, description="A = T(u=1) - B; null in listings")
+    fixed_s: float | None = Field(None, description="B, the time independent of u")
 
 
 class CalibrationResponse(_Out):
+    """A stored calibration (from the ORM ``Calibration``)."""
+
     id: int
     profile: str
     utilization: float
@@ -674,15 +888,23 @@ class CalibrationResponse(_Out):
     created_at: datetime
 
 
+class ModelShapeOut(_ModelShape, _Out):
+    """A model's shape fields (from an ``estimator.ModelSpec``)."""
+
+
 class ModelPresetOut(_Out):
+    """A published model shape (from an ``estimator.presets.ModelPreset``)."""
+
     key: str
     source: str
     published_parameters: float | None
     parameters: float
-    spec: dict[str, Any]
+    spec: ModelShapeOut
 
 
 class GpuPresetOut(_Out):
+    """A GPU datasheet (from an ``estimator.presets.GpuPreset``)."""
+
     key: str
     name: str
     memory_bytes: float

@@ -26,10 +26,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sqlalchemy.orm import Session
-
 from estimator.bandwidth import Collective, bus_factor
-from estimator.errors import ConflictError, NotFoundError
+from estimator.errors import NotFoundError
 from profiles.bandwidth import RING_OPS, AlphaBetaFit, CurveSet, ProfileBandwidth, RunCurve
 
 GIB = 1024**3
@@ -267,31 +265,3 @@ def hardware_limit_gbps(spec: NominalSpec, op: Collective, ranks: int, nodes: in
     if op in REDUCING_OPS:
         limit *= IN_NETWORK_REDUCTION_GAIN
     return limit
-
-
-def ensure_nominal_profiles(*, session: Session) -> list[str]:
-    """Insert the nominal profiles that are missing (by name); returns the names inserted."""
-    from profiles import repository
-
-    inserted = []
-    for spec in NOMINAL_SPECS.values():
-        if repository.profile_exists(session=session, name=spec.name):
-            continue
-        try:
-            repository.create_profile(
-                session=session,
-                name=spec.name,
-                gpu_model=spec.gpu_model,
-                gpus_per_node=spec.gpus_per_node,
-                peak_tflops=spec.peak_tflops,
-                peak_tflops_by_dtype=dict(spec.peak_tflops_by_dtype),
-                gpu_memory_bytes=spec.gpu_memory_bytes,
-                utilization=spec.utilization,
-                utilization_source="fitted",
-                description=spec.description,
-                nominal=True,
-            )
-        except ConflictError:
-            continue  # a concurrent starter inserted it first
-        inserted.append(spec.name)
-    return inserted

@@ -49,6 +49,7 @@ from profiles.models import (
     Upload,
     utcnow,
 )
+from profiles.nominal import FAMILY_SPECS, NOMINAL_SPECS, family_spec, nominal_curve_set
 from profiles.parsed import ParsedPoint, ParsedRun
 from profiles.uploads import (
     Hints,
@@ -217,6 +218,32 @@ def delete_profile(*, session: Session, name: str) -> None:
     profile = get_profile(session=session, name=name)
     session.delete(profile)
     session.flush()
+
+
+def ensure_nominal_profiles(*, session: Session) -> list[str]:
+    """Insert the nominal profiles that are missing (by name); returns the names inserted."""
+    inserted = []
+    for spec in NOMINAL_SPECS.values():
+        if profile_exists(session=session, name=spec.name):
+            continue
+        try:
+            create_profile(
+                session=session,
+                name=spec.name,
+                gpu_model=spec.gpu_model,
+                gpus_per_node=spec.gpus_per_node,
+                peak_tflops=spec.peak_tflops,
+                peak_tflops_by_dtype=dict(spec.peak_tflops_by_dtype),
+                gpu_memory_bytes=spec.gpu_memory_bytes,
+                utilization=spec.utilization,
+                utilization_source="fitted",
+                description=spec.description,
+                nominal=True,
+            )
+        except ConflictError:
+            continue  # a concurrent starter inserted it first
+        inserted.append(spec.name)
+    return inserted
 
 
 # --- uploads and runs -----------------------------------------------------------------------
@@ -902,8 +929,6 @@ def refresh_curves(*, session: Session, profile_name: str) -> None:
 
 def _nominal_for(row: Any) -> tuple[CurveSet | None, str | None, str | None]:
     """The nominal curves a profile falls back on, their name, and why there are none."""
-    from profiles.nominal import FAMILY_SPECS, NOMINAL_SPECS, family_spec, nominal_curve_set
-
     if row.nominal and row.name in NOMINAL_SPECS:
         return nominal_curve_set(row.name), row.name, None
     spec = family_spec(row.gpu_model)

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
-from api import service
 from api.deps import RuntimeDep, Writer
 from api.problems import problem_responses
-from api.schemas import NAME_PATTERN, BaselinePut, BaselineRead, BaselineWritten
-from profiles import repository
+from api.schemas import BaselinePut, BaselineRead, BaselineWritten, Name
+from api.services import baselines as service
 
 router = APIRouter(prefix="/v1/baselines", tags=["baselines"])
 
-Name = Annotated[str, Path(pattern=NAME_PATTERN)]
+BaselineName = Annotated[Name, Path(description="baseline name")]
 
 
 @router.put(
@@ -27,7 +26,9 @@ Name = Annotated[str, Path(pattern=NAME_PATTERN)]
         **problem_responses(401, 404, 409, 422, 503),
     },
 )
-def put_baseline(name: Name, body: BaselinePut, runtime: RuntimeDep, response: Response) -> Any:
+def put_baseline(
+    name: BaselineName, body: BaselinePut, runtime: RuntimeDep, response: Response
+) -> BaselineWritten:
     """Create (201) or replace (200) a baseline: the request and its predicted time."""
     with runtime.transaction() as session:
         out, created = service.put_baseline(
@@ -38,17 +39,17 @@ def put_baseline(name: Name, body: BaselinePut, runtime: RuntimeDep, response: R
 
 
 @router.get("/{name}", response_model=BaselineRead, responses=problem_responses(404, 422, 503))
-def get_baseline(name: Name, runtime: RuntimeDep) -> Any:
+def get_baseline(name: BaselineName, runtime: RuntimeDep) -> BaselineRead:
     """A stored baseline."""
     with runtime.transaction() as session:
-        return service.baseline_dict(repository.get_baseline(session=session, name=name))
+        return service.get_baseline(session=session, name=name)
 
 
 @router.get("", response_model=list[BaselineRead], responses=problem_responses(503))
-def list_baselines(runtime: RuntimeDep) -> Any:
+def list_baselines(runtime: RuntimeDep) -> list[BaselineRead]:
     """Every stored baseline, by name."""
     with runtime.transaction() as session:
-        return [service.baseline_dict(b) for b in repository.list_baselines(session=session)]
+        return service.list_baselines(session=session)
 
 
 @router.delete(
@@ -57,8 +58,8 @@ def list_baselines(runtime: RuntimeDep) -> Any:
     dependencies=[Writer],
     responses=problem_responses(401, 404, 503),
 )
-def delete_baseline(name: Name, runtime: RuntimeDep) -> Response:
+def delete_baseline(name: BaselineName, runtime: RuntimeDep) -> Response:
     """Delete a baseline."""
     with runtime.transaction() as session:
-        repository.delete_baseline(session=session, name=name)
+        service.delete_baseline(session=session, name=name)
     return Response(status_code=204)

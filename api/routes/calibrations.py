@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
-from api import service
 from api.deps import RuntimeDep, Writer
 from api.problems import problem_responses
 from api.schemas import CalibrationRequest, CalibrationResponse
-from profiles import repository
+from api.services import calibrations as service
 
 router = APIRouter(prefix="/v1/profiles", tags=["calibrations"])
 
@@ -22,10 +19,12 @@ router = APIRouter(prefix="/v1/profiles", tags=["calibrations"])
     dependencies=[Writer],
     responses=problem_responses(401, 404, 422, 503),
 )
-def create_calibration(name: str, body: CalibrationRequest, runtime: RuntimeDep) -> Any:
+def create_calibration(
+    name: str, body: CalibrationRequest, runtime: RuntimeDep
+) -> CalibrationResponse:
     """Fit u by least squares on T = A/u + B; ``apply`` sets it on the profile (fitted)."""
     with runtime.transaction() as session:
-        return service.calibrate(
+        return service.create_calibration(
             session=session, name=name, body=body, profiles=runtime.profiles_in(session)
         )
 
@@ -35,10 +34,7 @@ def create_calibration(name: str, body: CalibrationRequest, runtime: RuntimeDep)
     response_model=list[CalibrationResponse],
     responses=problem_responses(404, 503),
 )
-def list_calibrations(name: str, runtime: RuntimeDep) -> Any:
+def list_calibrations(name: str, runtime: RuntimeDep) -> list[CalibrationResponse]:
     """A profile's calibrations, newest first."""
     with runtime.transaction() as session:
-        return [
-            service.calibration_dict(c, profile=name, applied=None)
-            for c in repository.list_calibrations(session=session, profile_name=name)
-        ]
+        return service.list_calibrations(session=session, name=name)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from api import service
 from api.caches import PinnedProfile
 from api.deps import RuntimeDep
 from api.problems import problem_responses
 from api.schemas import EstimateRequest, EstimateResponse
+from api.services import estimates as service
 
 router = APIRouter(prefix="/v1", tags=["estimates"])
 
@@ -21,7 +19,7 @@ router = APIRouter(prefix="/v1", tags=["estimates"])
     response_model=EstimateResponse,
     responses=problem_responses(404, 422, 503),
 )
-async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> dict[str, Any]:
+async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> EstimateResponse:
     """One layout's iteration time with every term, collective and assumption behind it."""
     profiles = runtime.profiles()
     name = body.cluster.profile
@@ -29,6 +27,6 @@ async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> dict[st
     if name is None or snapshot is not None:
         # pure CPU, sub-millisecond: no thread hop, no database read
         pinned = PinnedProfile(snapshot) if snapshot is not None else profiles
-        return service.estimate_request_body(request=body, profiles=pinned)
+        return service.create_estimate(request=body, profiles=pinned)
     # a database read: never block the event loop on it
-    return await run_in_threadpool(service.estimate_request_body, request=body, profiles=profiles)
+    return await run_in_threadpool(service.create_estimate, request=body, profiles=profiles)

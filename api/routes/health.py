@@ -20,13 +20,14 @@ except PackageNotFoundError:  # a checkout that was not installed
 
 
 @router.get("/healthz", response_model=HealthResponse)
-async def healthz() -> dict[str, str]:
+async def healthz() -> HealthResponse:
     """Liveness: no database access."""
-    return {"status": "ok", "version": VERSION}
+    return HealthResponse(status="ok", version=VERSION)
 
 
 @router.get("/readyz", response_model=ReadyResponse, responses=problem_responses(503))
-def readyz(runtime: RuntimeDep) -> dict[str, str]:
+def readyz(runtime: RuntimeDep) -> ReadyResponse:
     """Readiness: pings the database (503 problem details when it is down)."""
     runtime.ping()
-    return {"status": "ready", "database": "sqlite" if is_sqlite(runtime.url) else "postgresql"}
+    database = "sqlite" if is_sqlite(runtime.url) else "postgresql"
+    return ReadyResponse(status="ready", database=database)

@@ -2,33 +2,38 @@
 
 from __future__ import annotations
 
-import json
-
 from fastapi import APIRouter
 from fastapi.responses import Response, StreamingResponse
 
-from api import plots, service
+from api import plots
 from api.deps import RuntimeDep
 from api.problems import problem_responses
-from api.schemas import TrafficMatrixRequest
+from api.schemas import TrafficMatrixRequest, TrafficMatrixResponse
+from api.services import matrices as service
 
 router = APIRouter(prefix="/v1", tags=["traffic matrices"])
 
 
 @router.post(
     "/traffic-matrices",
+    response_model=TrafficMatrixResponse,
     responses={
         200: {
             "description": "sparse rows (json), CSV with header src,dst,bytes,kind, or a PNG",
-            "content": {"application/json": {}, "text/csv": {}, "image/png": {}},
+            "content": {
+                "text/csv": {"schema": {"type": "string"}},
+                "image/png": {"schema": {"type": "string", "format": "binary"}},
+            },
         },
         **problem_responses(404, 413, 422, 503),
     },
 )
-def create_traffic_matrix(body: TrafficMatrixRequest, runtime: RuntimeDep) -> Response:
+def create_traffic_matrix(
+    body: TrafficMatrixRequest, runtime: RuntimeDep
+) -> TrafficMatrixResponse | Response:
     """The traffic matrix of one layout as sparse JSON rows, CSV or a heatmap PNG."""
     settings = runtime.settings
-    answer = service.traffic_matrix(
+    answer = service.create_traffic_matrix(
         request=body,
         profiles=runtime.profiles(),
         max_matrix_gpus=settings.max_matrix_gpus,
@@ -50,5 +55,4 @@ def create_traffic_matrix(body: TrafficMatrixRequest, runtime: RuntimeDep) -> Re
         )
         png = plots.traffic_heatmap(dense, level=answer.level, title=title, block=block)
         return Response(png, media_type="image/png")
-    payload = json.dumps(service.traffic_json(answer=answer), separators=(",", ":"))
-    return Response(payload, media_type="application/json")
+    return service.traffic_response(answer=answer)

@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Any
-
 from fastapi import APIRouter
 
-from api import service
 from api.schemas import GpuPresetOut, ModelPresetOut
+from api.services import presets as service
 
 router = APIRouter(prefix="/v1/presets", tags=["presets"])
 
 
-@lru_cache(maxsize=1)
-def _models() -> list[dict[str, Any]]:
-    return service.model_presets_body()
-
-
-@lru_cache(maxsize=1)
-def _gpus() -> list[dict[str, Any]]:
-    return service.gpu_presets_body()
-
-
 @router.get("/models", response_model=list[ModelPresetOut])
-def model_presets() -> Any:
+def model_presets() -> tuple[ModelPresetOut, ...]:
     """Model shapes as their authors published them, with sources."""
-    return _models()
+    return service.model_presets()
 
 
 @router.get("/gpus", response_model=list[GpuPresetOut])
-def gpu_presets() -> Any:
+def gpu_presets() -> tuple[GpuPresetOut, ...]:
     """GPU memory and dense peak TFLOP/s per precision, with sources."""
-    return _gpus()
+    return service.gpu_presets()

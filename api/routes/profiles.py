@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from api import service
 from api.deps import RuntimeDep, Writer
 from api.problems import problem_responses
 from api.schemas import (
@@ -15,7 +14,7 @@ from api.schemas import (
     ProfilesPage,
     ProfileUpdate,
 )
-from profiles import repository
+from api.services import profiles as service
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
 
@@ -29,11 +28,11 @@ ProfileName = Annotated[str, Path(description="profile name")]
     dependencies=[Writer],
     responses=problem_responses(401, 409, 422, 503),
 )
-def create_profile(body: ProfileCreate, runtime: RuntimeDep, response: Response) -> Any:
+def create_profile(body: ProfileCreate, runtime: RuntimeDep, response: Response) -> ProfileRead:
     """Create a profile (409 if the name is taken)."""
     with runtime.transaction() as session:
         out = service.create_profile(session=session, body=body)
-    response.headers["Location"] = f"/v1/profiles/{out['name']}"
+    response.headers["Location"] = f"/v1/profiles/{out.name}"
     return out
 
 
@@ -42,19 +41,17 @@ def list_profiles(
     runtime: RuntimeDep,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-) -> Any:
+) -> ProfilesPage:
     """Profiles by name, one page at a time."""
     with runtime.transaction() as session:
-        rows = repository.list_profiles(session=session, offset=offset, limit=limit)
-        total = repository.count_profiles(session=session)
-        return {"profiles": [service.profile_dict(p) for p in rows], "count": total}
+        return service.list_profiles(session=session, offset=offset, limit=limit)
 
 
 @router.get("/{name}", response_model=ProfileRead, responses=problem_responses(404, 503))
-def get_profile(name: ProfileName, runtime: RuntimeDep) -> Any:
+def get_profile(name: ProfileName, runtime: RuntimeDep) -> ProfileRead:
     """One profile."""
     with runtime.transaction() as session:
-        return service.profile_dict(repository.get_profile(session=session, name=name))
+        return service.get_profile(session=session, name=name)
 
 
 @router.patch(
@@ -63,7 +60,7 @@ def get_profile(name: ProfileName, runtime: RuntimeDep) -> Any:
     dependencies=[Writer],
     responses=problem_responses(401, 404, 409, 422, 503),
 )
-def update_profile(name: ProfileName, body: ProfileUpdate, runtime: RuntimeDep) -> Any:
+def update_profile(name: ProfileName, body: ProfileUpdate, runtime: RuntimeDep) -> ProfileRead:
     """Change the fields given (null clears a nullable one)."""
     with runtime.transaction() as session:
         return service.update_profile(session=session, name=name, body=body)

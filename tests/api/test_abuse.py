@@ -30,8 +30,8 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import Engine
 
-from api import service
 from api.app import create_app
+from api.services import matrices
 from api.settings import Settings
 from tests.api.conftest import (
     AUTH,
@@ -305,8 +305,8 @@ def test_matrices_over_their_caps_are_refused_before_any_estimate(
         "cluster": {"profile": "dgx-a100-nominal"},
     }
     with make_client(_capped(settings, max_matrix_gpus=16, max_dense_gpus=8)) as client:
-        monkeypatch.setattr(service, "estimate", no_work)
-        monkeypatch.setattr(service, "prepare", no_work)
+        monkeypatch.setattr(matrices, "estimate", no_work)
+        monkeypatch.setattr(matrices, "prepare", no_work)
         assert_problem(client.post("/v1/traffic-matrices", json=small), 413)
         within = {**small, "layout": {"pipeline": 1, "tensor": 8, "data": 2}, "format": "png"}
         assert_problem(client.post("/v1/traffic-matrices", json=within), 413)  # dense cap

@@ -7,12 +7,15 @@ import io
 from pathlib import Path
 from typing import TypedDict, Unpack
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from api.plots import PNG_SIGNATURE
+from api.services.matrices import binned_matrix
 from api.settings import Settings
+from estimator import SparseTraffic
 from tests.api.conftest import SCALAR_C, assert_problem, make_client, request
 
 SMALL = request(
@@ -108,3 +111,22 @@ def test_gpu_level_png_over_the_dense_cap_is_413(tmp_path: Path, db_url: str) ->
 def test_matrix_over_max_matrix_gpus_is_413_before_any_work(tmp_path: Path, db_url: str) -> None:
     with make_client(_capped(tmp_path, db_url, max_matrix_gpus=16)) as client:
         assert_problem(client.post("/v1/traffic-matrices", json=SMALL), 413)
+
+
+def test_binned_matrix_keeps_every_byte_and_equals_dense_when_small() -> None:
+    rng = np.random.default_rng(7)
+    size, n = 1000, 5000
+    traffic = SparseTraffic(
+        size,
+        rng.integers(0, size, n),
+        rng.integers(0, size, n),
+        rng.random(n) * 1e9,
+        np.zeros(n, dtype=np.int8),
+    )
+    binned, block = binned_matrix(traffic=traffic, max_cells=256)
+    assert block == 4 and binned.shape == (250, 250)
+    assert binned.sum() == pytest.approx(traffic.total_bytes)
+    assert binned[0, 0] == pytest.approx(traffic.to_dense(size)[:4, :4].sum())
+    exact, one = binned_matrix(traffic=traffic, max_cells=size)
+    assert one == 1
+    np.testing.assert_array_equal(exact, traffic.to_dense(size))

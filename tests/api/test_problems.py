@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import ESTIMATE, assert_problem
+from api.app import create_app
+from api.schemas import ThroughputOut
+from api.settings import Settings
+from tests.api.conftest import AUTH, ESTIMATE, assert_problem
 
 
 def test_unknown_route_is_a_404_problem(client: TestClient) -> None:
     body = assert_problem(client.get("/v1/nothing-here"), 404)
     assert body["instance"] == "/v1/nothing-here"
-
-
-def test_wrong_method_is_a_405_problem(client: TestClient) -> None:
-    response = client.delete("/v1/estimates")
-    assert_problem(response, 405)
-    assert "POST" in response.headers["allow"]
 
 
 def test_domain_errors_carry_type_title_and_instance(client: TestClient) -> None:
@@ -57,3 +58,63 @@ def test_infinity_and_huge_numbers_are_422_not_500(client: TestClient) -> None:
 def test_a_vanishing_peak_is_422_not_a_non_finite_answer(client: TestClient) -> None:
     tiny = {**ESTIMATE, "cluster": {"profile": "dgx-a100-nominal", "peak_tflops": 1e-320}}
     assert_problem(client.post("/v1/estimates", json=tiny), 422)
+
+
+def test_a_405_lists_every_method_of_the_path(client: TestClient) -> None:
+    response = client.options("/v1/profiles")  # GET and POST are two routes
+    assert_problem(response, 405)
+    assert response.headers["allow"] == "GET, HEAD, POST"
+    assert client.post("/v1/profiles/lab").headers["allow"] == "DELETE, GET, HEAD, PATCH"
+    assert client.delete("/v1/estimates").headers["allow"] == "POST"
+
+
+TINY_U = {"profile": "dgx-a100-nominal", "utilization": 5e-324}  # valid (> 0), time overflows
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/v1/estimates", {**ESTIMATE, "cluster": TINY_U}),
+        ("POST", "/v1/traffic-matrices", {**ESTIMATE, "cluster": TINY_U, "level": "node"}),
+        ("POST", "/v1/checks", {**ESTIMATE, "cluster": TINY_U, "max_iteration_time_s": 1.0}),
+        (
+            "POST",
+            "/v1/plans",
+            {
+                "model": {"preset": "gpt3-1.3b"},
+                "training": {"global_batch_size": 64},
+                "cluster": TINY_U,
+                "gpus": 16,
+            },
+        ),
+        ("PUT", "/v1/baselines/tiny", {**ESTIMATE, "cluster": TINY_U}),
+    ],
+)
+def test_an_answer_that_is_not_finite_is_a_422_naming_the_figures(
+    client: TestClient, method: str, path: str, body: dict[str, Any]
+) -> None:
+    response = client.request(method, path, json=body, headers=AUTH)
+    problem = assert_problem(response, 422, field="cluster.peak_tflops, cluster.utilization")
+    assert problem["value"]["cluster.utilization"] == 5e-324
+    assert "non-finite" in problem["rule"]
+    assert client.get("/v1/baselines/tiny").status_code == 404  # the failed write left nothing
+
+
+def test_a_response_built_outside_finite_answer_is_still_no_500(
+    app_settings: Settings,
+) -> None:
+    def non_finite() -> ThroughputOut:
+        return ThroughputOut(
+            tokens_per_s=math.inf, model_tflops_per_gpu=1, hardware_tflops_per_gpu=1, mfu=1, hfu=1
+        )
+
+    def broken() -> ThroughputOut:
+        return ThroughputOut.model_validate({"tokens_per_s": 1.0})  # a bug: members missing
+
+    app = create_app(app_settings)
+    app.add_api_route("/non-finite", non_finite)
+    app.add_api_route("/broken", broken)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        body = assert_problem(client.get("/non-finite"), 422)
+        assert "tokens_per_s" in body["detail"]
+        assert_problem(client.get("/broken"), 500)

@@ -53,6 +53,20 @@ def test_invalid_profile_is_422(client: TestClient) -> None:
     assert_problem(client.post("/v1/profiles", json=bad_name, headers=AUTH), 422, field="name")
 
 
+@pytest.mark.parametrize("name", [".", ".."])
+def test_names_that_urls_normalise_away_are_refused(client: TestClient, name: str) -> None:
+    body = assert_problem(
+        client.post("/v1/profiles", json={**NEW, "name": name}, headers=AUTH), 422, field="name"
+    )
+    assert "'..'" in body["rule"]
+    renamed = client.patch("/v1/profiles/dgx-a100-nominal", json={"name": name}, headers=AUTH)
+    assert_problem(renamed, 422, field="name")
+    for fine in ("a.b", ".x", "x.", "..."):
+        assert (
+            client.post("/v1/profiles", json={**NEW, "name": fine}, headers=AUTH).status_code == 201
+        )
+
+
 def test_unknown_profile_is_404(client: TestClient) -> None:
     assert_problem(client.get("/v1/profiles/nope"), 404)
     assert_problem(client.patch("/v1/profiles/nope", json={"utilization": 0.4}, headers=AUTH), 404)

@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 from starlette.requests import Request
 
 from api.plots import PNG_SIGNATURE
-from api.routes.runs import read_capped_body
+from api.routes.runs import read_upload
 from api.settings import Settings
 from estimator.errors import LimitError
 from tests.api.conftest import AUTH, assert_problem, fixture_text, make_client, row_counts
@@ -165,7 +165,7 @@ def test_reading_stops_at_the_cap_instead_of_reading_the_whole_body() -> None:
     received: list[int] = []
     request = _endless_request(received, [(b"content-type", b"text/plain")])
     with pytest.raises(LimitError):
-        asyncio.run(read_capped_body(request, max_bytes=10 * 1024, max_files=2))
+        asyncio.run(read_upload(request, max_bytes=10 * 1024, max_files=2))
     assert len(received) == 11  # one chunk past the cap, then stop
 
 
@@ -180,8 +180,24 @@ def test_multipart_parts_are_counted_while_streaming() -> None:
     headers = [(b"content-type", b"multipart/form-data; boundary=B")]
     request = Request({"type": "http", "method": "POST", "path": "/", "headers": headers}, receive)
     with pytest.raises(LimitError, match="more than 2 files"):
-        asyncio.run(read_capped_body(request, max_bytes=1 << 20, max_files=2))
-    assert len(received) == 4  # the 4th delimiter (split across chunks) opens a 3rd part
+        asyncio.run(read_upload(request, max_bytes=1 << 20, max_files=2))
+    assert len(received) == 3  # refused at the 3rd part's headers, the endless rest unread
+
+
+def test_streamed_multipart_over_the_cap_is_413_not_a_parse_error(
+    tmp_path: Path, db_url: str
+) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'--B\r\nContent-Disposition: form-data; name="files"; filename="a"\r\n\r\n'
+        for _ in range(10):
+            yield b"x" * 1024
+
+    headers = {**AUTH, "Content-Type": "multipart/form-data; boundary=B"}
+    with make_client(_small_caps(tmp_path, db_url)) as client:
+        client.post("/v1/profiles", json=PROFILE, headers=AUTH)
+        response = client.post("/v1/profiles/lab/runs", content=chunks(), headers=headers)
+        body = assert_problem(response, 413)
+    assert "COMMEST_MAX_UPLOAD_BYTES" in body["detail"]
 
 
 def test_too_many_files_is_413(tmp_path: Path, db_url: str) -> None:
@@ -208,6 +224,34 @@ def test_bandwidth_answers_with_method_and_source(lab: TestClient) -> None:
     )
     between = lab.get("/v1/profiles/lab/bandwidth", params={**params, "bytes": 3 << 20}).json()
     assert between["method"] == "interpolated"
+
+
+@pytest.fixture
+def measured(lab: TestClient) -> TestClient:
+    """Profile ``lab`` with one all_reduce run (8 ranks, 1 node) uploaded."""
+    text = fixture_text("nccl_all_reduce_8gpu.txt")
+    assert lab.post("/v1/profiles/lab/runs", content=text, headers=TEXT_HEADERS).is_success
+    return lab
+
+
+def test_op_takes_the_common_spellings_and_refuses_others_naming_the_choices(
+    measured: TestClient,
+) -> None:
+    lab = measured
+    params = {"ranks": 8, "nodes": 1, "bytes": 1 << 20}
+    for spelling in ("all_reduce", "allreduce", "All-Reduce"):
+        response = lab.get("/v1/profiles/lab/bandwidth", params={**params, "op": spelling})
+        assert response.status_code == 200 and response.json()["op"] == "all_reduce", spelling
+    assert len(lab.get("/v1/profiles/lab/runs", params={"op": "allreduce"}).json()["runs"]) == 1
+    bad = lab.get("/v1/profiles/lab/tuning-table", params={"op": "teleport", "ranks": 8})
+    assert "all_gather" in assert_problem(bad, 422, field="op")["rule"]
+
+
+def test_bandwidth_of_a_reduction_over_one_rank_is_422_not_a_null(measured: TestClient) -> None:
+    params = {"op": "all_reduce", "ranks": 1, "nodes": 1, "bytes": 1 << 20}
+    response = measured.get("/v1/profiles/lab/bandwidth", params=params)
+    body = assert_problem(response, 422, field="op, ranks, nodes, bytes")
+    assert body["value"]["ranks"] == 1 and "algbw_gbps" in body["rule"]
 
 
 def test_bandwidth_without_a_run_falls_back_to_the_gpu_familys_nominal_curves(

@@ -1,4 +1,4 @@
-"""api.service pieces that the routes rely on: caches that must never go stale."""
+"""The caches the routes rely on (api.caches): they must never go stale."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import pytest
 from fastapi import FastAPI
 
 from api.caches import MemoBandwidth, ProfileSnapshot, SnapshotCache
-from api.service import binned_matrix
 from api.settings import Settings
-from estimator import SparseTraffic
 from estimator.bandwidth import Collective, TrafficKind
 from profiles.nominal import nominal_bandwidth
 from tests.api.conftest import AUTH, ESTIMATE, make_client, request
@@ -79,22 +77,3 @@ def test_writes_of_another_server_process_are_seen_within_the_ttl(app_settings: 
         time.sleep(0.25)
         after = first.post("/v1/estimates", json=req).json()["cluster"]["utilization"]
     assert before != pytest.approx(0.3) and after == pytest.approx(0.3)
-
-
-def test_binned_matrix_keeps_every_byte_and_equals_dense_when_small() -> None:
-    rng = np.random.default_rng(7)
-    size, n = 1000, 5000
-    traffic = SparseTraffic(
-        size,
-        rng.integers(0, size, n),
-        rng.integers(0, size, n),
-        rng.random(n) * 1e9,
-        np.zeros(n, dtype=np.int8),
-    )
-    binned, block = binned_matrix(traffic=traffic, max_cells=256)
-    assert block == 4 and binned.shape == (250, 250)
-    assert binned.sum() == pytest.approx(traffic.total_bytes)
-    assert binned[0, 0] == pytest.approx(traffic.to_dense(size)[:4, :4].sum())
-    exact, one = binned_matrix(traffic=traffic, max_cells=size)
-    assert one == 1
-    np.testing.assert_array_equal(exact, traffic.to_dense(size))

@@ -25,7 +25,7 @@ from profiles.db import (
     upgrade_database,
 )
 from profiles.models import Calibration, PlacementCurve, Point, Profile, Run, Upload
-from profiles.nominal import NOMINAL_SPECS, ensure_nominal_profiles
+from profiles.nominal import NOMINAL_SPECS
 from profiles.parsed import ParsedPoint, ParsedRun
 from profiles.uploads import Hints, UploadInput, parse_upload
 
@@ -335,9 +335,9 @@ def test_load_bandwidth_answers_from_stored_runs(session: Session) -> None:
 def test_nominal_profiles_are_present_after_ensure_and_ensure_is_idempotent(
     session: Session,
 ) -> None:
-    assert sorted(ensure_nominal_profiles(session=session)) == sorted(NOMINAL_SPECS)
+    assert sorted(repo.ensure_nominal_profiles(session=session)) == sorted(NOMINAL_SPECS)
     session.commit()
-    assert ensure_nominal_profiles(session=session) == []
+    assert repo.ensure_nominal_profiles(session=session) == []
     profile = repo.get_profile(session=session, name="dgx-a100-nominal")
     assert profile.nominal and profile.peak_tflops == 312.0 and profile.gpus_per_node == 8
     provider = repo.load_bandwidth(session=session, profile_name="dgx-a100-nominal")

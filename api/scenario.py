@@ -1,0 +1,283 @@
+"""A request as the engine's objects: the translation every scenario-taking resource shares.
+
+Keyword-only functions turn the API's request schemas into the estimator's typed specs
+(``ModelSpec``, ``TrainingSpec``, ``LayoutSpec``, ``ClusterSpec``) and resolve a cluster from a
+stored profile (through a :class:`~api.caches.Profiles` source) or from explicit figures.
+Every choice made for the user is written into ``ResolvedCluster.notes`` (the answer's
+``assumptions``); nothing is filled in silently. No HTTP in here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields, replace
+
+from api.caches import Profiles
+from api.schemas import (
+    GB,
+    CalibrationEstimateIn,
+    ClusterIn,
+    EstimateRequest,
+    LayoutIn,
+    ModelIn,
+    TrainingIn,
+)
+from estimator import (
+    ClusterSpec,
+    Estimate,
+    FixedBandwidth,
+    LayoutSpec,
+    ModelSpec,
+    Scenario,
+    TrainingSpec,
+    estimate,
+)
+from estimator.errors import ValidationError
+from estimator.presets import gpu_preset, model_preset
+from estimator.specs import Precision
+
+#: ModelSpec fields without a default: an explicit model (no preset) must give them all.
+_REQUIRED_MODEL_FIELDS = tuple(
+    f.name
+    for f in fields(ModelSpec)
+    if f.default is MISSING and f.default_factory is MISSING and f.init
+)
+
+
+def model_spec(*, model: ModelIn) -> ModelSpec:
+    """A ModelSpec from a preset (plus overrides) or from explicit shape fields."""
+    given = model.model_dump(exclude_none=True, exclude={"preset"})
+    if model.preset is not None:
+        base = model_preset(model.preset)
+        return replace(base, **given) if given else base
+    for name in _REQUIRED_MODEL_FIELDS:
+        if name not in given:
+            raise ValidationError(
+                f"model.{name}", None, "required unless model.preset names a preset"
+            )
+    return ModelSpec(**given)
+
+
+def training_spec(*, training: TrainingIn) -> TrainingSpec:
+    """A TrainingSpec (the engine checks the ranges)."""
+    return TrainingSpec(**training.model_dump())
+
+
+def layout_spec(*, layout: LayoutIn) -> LayoutSpec:
+    """A LayoutSpec (the engine checks the ranges and the rank order)."""
+    return LayoutSpec(**layout.model_dump())
+
+
+@dataclass(slots=True)
+class ResolvedCluster:
+    """A ClusterSpec and where its figures came from (the ``cluster`` member of an answer)."""
+
+    spec: ClusterSpec
+    profile: str | None
+    utilization_source: str
+    bandwidth: str  # how the bandwidths were obtained, e.g. "profile 'x'" or "fixed scalar C"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def peak_tflops(self) -> float:
+        return self.spec.peak_flops / 1e12
+
+
+def _fixed_bandwidth(cluster: ClusterIn) -> FixedBandwidth:
+    bw = cluster.bandwidth_gbps
+    assert bw is not None
+    return FixedBandwidth(
+        tp_gbps=bw.tp,
+        pp_gbps=bw.pp,
+        dp_gbps=bw.dp,
+        cp_gbps=bw.cp,
+        expert_gbps=bw.expert,
+        embedding_sync_gbps=bw.embedding_sync,
+    )
+
+
+def _forbid_with_profile(cluster: ClusterIn) -> None:
+    for name, why in (
+        ("gpus_per_node", "the profile gives GPUs per node"),
+        ("bandwidth_gbps", "the profile gives the bandwidths; leave out profile to use scalar C"),
+        ("gpu", "the profile gives the GPU; override peak_tflops or gpu_memory_gb instead"),
+    ):
+        value = getattr(cluster, name)
+        if value is not None:
+            raise ValidationError(
+                f"cluster.{name}",
+                value.model_dump() if hasattr(value, "model_dump") else value,
+                f"not allowed with cluster.profile: {why}",
+            )
+
+
+def _profile_cluster(
+    cluster: ClusterIn, precision: Precision, profiles: Profiles
+) -> ResolvedCluster:
+    assert cluster.profile is not None
+    _forbid_with_profile(cluster)
+    snap = profiles.profile(cluster.profile)
+    notes: list[str] = []
+    if cluster.peak_tflops is not None:
+        peak_tflops = cluster.peak_tflops
+        notes.append(f"peak {peak_tflops:g} TFLOP/s as given (overrides the profile's)")
+    elif precision.value in snap.peak_tflops_by_dtype:
+        peak_tflops = snap.peak_tflops_by_dtype[precision.value]
+        notes.append(f"peak {peak_tflops:g} TFLOP/s: profile {snap.name!r}, {precision.value}")
+    elif snap.peak_tflops is not None:
+        peak_tflops = snap.peak_tflops
+        listed = ", ".join(sorted(snap.peak_tflops_by_dtype)) or "none"
+        notes.append(
+            f"peak {peak_tflops:g} TFLOP/s: profile {snap.name!r}'s peak_tflops (it lists no "
+            f"{precision.value} figure; per-dtype figures: {listed})"
+        )
+    else:
+        raise ValidationError(
+            "cluster.peak_tflops",
+            None,
+            f"profile {snap.name!r} has no peak FLOP/s for {precision.value}; give "
+            "cluster.peak_tflops or PATCH the profile's peak_tflops",
+        )
+    if cluster.utilization is not None:
+        utilization, source = cluster.utilization, "request"
+    elif snap.utilization is not None:
+        utilization = snap.utilization
+        source = f"profile ({snap.utilization_source or 'given'})"
+    else:
+        raise ValidationError(
+            "cluster.utilization",
+            None,
+            f"profile {snap.name!r} has no utilization u (neither given nor fitted); give "
+            "cluster.utilization, PATCH the profile's utilization, or POST a calibration",
+        )
+    memory: float | None = snap.gpu_memory_bytes
+    if cluster.gpu_memory_gb is not None:
+        memory = cluster.gpu_memory_gb * GB
+    label = f"profile {snap.name!r}" + (" (nominal: vendor link rates)" if snap.nominal else "")
+    hbm = cluster.memory_bandwidth_gbps or snap.memory_bandwidth_gbps
+    gamma = (
+        cluster.memory_traffic_factor
+        if cluster.memory_traffic_factor is not None
+        else snap.memory_traffic_factor
+    )
+    if cluster.memory_traffic_factor is None and gamma > 0:
+        notes.append(
+            f"γ={gamma:g} and HBM {hbm:g} GB/s: profile {snap.name!r}'s compute model "
+            "(fitted together with its u); give cluster.memory_traffic_factor=0 for pure FLOPs"
+        )
+    spec = ClusterSpec(
+        gpus_per_node=snap.gpus_per_node,
+        peak_flops=peak_tflops * 1e12,
+        utilization=utilization,
+        bandwidth=snap.bandwidth,
+        gpu_memory_bytes=memory,
+        name=snap.name,
+        memory_bandwidth_gbps=hbm,
+        memory_traffic_factor=gamma,
+    )
+    return ResolvedCluster(spec, snap.name, source, label, notes)
+
+
+def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedCluster:
+    for name, rule in (
+        ("gpus_per_node", "required without cluster.profile"),
+        ("utilization", "required without cluster.profile (u, the fraction of peak achieved)"),
+        ("bandwidth_gbps", "required without cluster.profile: {tp, pp, dp} busbw in GB/s"),
+    ):
+        if getattr(cluster, name) is None:
+            raise ValidationError(f"cluster.{name}", None, rule)
+    assert cluster.gpus_per_node is not None and cluster.utilization is not None
+    notes: list[str] = []
+    memory: float | None = None
+    hbm = cluster.memory_bandwidth_gbps
+    peak_tflops = cluster.peak_tflops
+    if cluster.gpu is not None:
+        gpu = gpu_preset(cluster.gpu)
+        memory = gpu.memory_bytes
+        hbm = hbm or gpu.memory_bandwidth_gbps
+        if peak_tflops is None:
+            if precision not in gpu.peak_flops:
+                raise ValidationError(
+                    "cluster.gpu",
+                    cluster.gpu,
+                    f"{gpu.name} has no {precision.value} peak; give cluster.peak_tflops",
+                )
+            peak_tflops = gpu.peak_flops[precision] / 1e12
+            notes.append(f"peak {peak_tflops:g} TFLOP/s: {gpu.name} {precision.value} datasheet")
+        else:
+            notes.append(f"peak {peak_tflops:g} TFLOP/s as given (not {gpu.name}'s datasheet)")
+    elif peak_tflops is None:
+        raise ValidationError(
+            "cluster.peak_tflops", None, "required without cluster.profile or cluster.gpu"
+        )
+    if cluster.gpu_memory_gb is not None:
+        memory = cluster.gpu_memory_gb * GB
+    if memory is None:
+        notes.append("no GPU memory given: memory.fits is unknown (null)")
+    spec = ClusterSpec(
+        gpus_per_node=cluster.gpus_per_node,
+        peak_flops=peak_tflops * 1e12,
+        utilization=cluster.utilization,
+        bandwidth=_fixed_bandwidth(cluster),
+        gpu_memory_bytes=memory,
+        memory_bandwidth_gbps=hbm,
+        memory_traffic_factor=cluster.memory_traffic_factor or 0.0,
+    )
+    return ResolvedCluster(spec, None, "request", "fixed scalar C (bandwidth_gbps)", notes)
+
+
+def cluster_spec(
+    *, cluster: ClusterIn, precision: Precision, profiles: Profiles
+) -> ResolvedCluster:
+    """The cluster of a request: from a stored profile or from explicit figures."""
+    if cluster.profile is not None:
+        return _profile_cluster(cluster, precision, profiles)
+    return _explicit_cluster(cluster, precision)
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A request as engine objects."""
+
+    scenario: Scenario
+    cluster: ResolvedCluster
+
+
+def prepare(*, request: EstimateRequest | CalibrationEstimateIn, profiles: Profiles) -> Prepared:
+    """The scenario of an estimate request (cluster resolved)."""
+    model = model_spec(model=request.model)
+    training = training_spec(training=request.training)
+    layout = layout_spec(layout=request.layout)
+    assert request.cluster is not None
+    cluster = cluster_spec(cluster=request.cluster, precision=training.precision, profiles=profiles)
+    scenario = Scenario(
+        model, training, layout, cluster.spec, fidelity=request.fidelity, gpus=request.gpus
+    )
+    return Prepared(scenario, cluster)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An estimate and the cluster it was made on: what an estimate response shows."""
+
+    estimate: Estimate
+    cluster: ResolvedCluster
+
+    @property
+    def assumptions(self) -> list[str]:
+        """The cluster's notes, then the engine's."""
+        return [*self.cluster.notes, *self.estimate.assumptions]
+
+
+def run(*, request: EstimateRequest, profiles: Profiles) -> Answer:
+    """The engine's estimate for a request, with its resolved cluster."""
+    prepared = prepare(request=request, profiles=profiles)
+    return Answer(estimate(prepared.scenario), prepared.cluster)
+
+
+def figures(cluster: ClusterSpec) -> dict[str, float]:
+    """The cluster figures a scenario's times scale with: what a 422 for an answer that is
+    not a finite number names (``api.schemas.finite_answer``)."""
+    return {
+        "cluster.peak_tflops": cluster.peak_flops / 1e12,
+        "cluster.utilization": cluster.utilization,
+    }

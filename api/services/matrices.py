@@ -1,0 +1,124 @@
+"""Traffic matrices: GPU-to-GPU (or node-to-node) bytes per iteration, as rows, CSV or bins.
+
+The caps (``max_matrix_gpus``, ``max_dense_gpus``) are checked before any estimate is made
+or any matrix allocated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from api.caches import Profiles
+from api.scenario import figures, prepare
+from api.schemas import TrafficMatrixRequest, TrafficMatrixResponse, finite_answer
+from estimator import Algorithm, Estimate, SparseTraffic, estimate, estimate_traffic
+from estimator.bandwidth import FloatArray
+from estimator.errors import LimitError
+
+
+@dataclass(slots=True)
+class TrafficAnswer:
+    """A traffic matrix at GPU or node level, with the estimate it came from."""
+
+    traffic: SparseTraffic
+    level: Literal["gpu", "node"]
+    gpus: int
+    gpus_per_node: int
+    algorithm: Algorithm
+    result: Estimate
+
+    def entries(
+        self, start: int = 0, stop: int | None = None
+    ) -> Iterator[tuple[int, int, float, str]]:
+        """The sparse entries ``[start, stop)`` as (src, dst, bytes, kind) rows."""
+        t = self.traffic
+        names = [k.value for k in t.kinds]
+        window = slice(start, stop)
+        kinds = [names[k] for k in t.kind[window].tolist()]
+        src, dst, size = t.src[window].tolist(), t.dst[window].tolist(), t.bytes[window].tolist()
+        return zip(src, dst, size, kinds, strict=True)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """Every entry as the members of a JSON row."""
+        return [{"src": s, "dst": d, "bytes": b, "kind": k} for s, d, b, k in self.entries()]
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        """Total bytes, bytes per kind of traffic (kinds with none left out) and entries."""
+        t = self.traffic
+        by_kind = {k.value: v for k, v in t.kind_totals().items() if v}
+        return {"bytes": t.total_bytes, "by_kind": by_kind, "entries": len(t)}
+
+
+def create_traffic_matrix(
+    *,
+    request: TrafficMatrixRequest,
+    profiles: Profiles,
+    max_matrix_gpus: int,
+    max_dense_gpus: int,
+) -> TrafficAnswer:
+    """The request's traffic matrix; LimitError before any allocation when over the caps."""
+    layout = request.layout
+    gpus = layout.pipeline * layout.tensor * layout.data * layout.context_parallel
+    if gpus > max_matrix_gpus:
+        raise LimitError(
+            f"a traffic matrix of {gpus} GPUs exceeds the cap of {max_matrix_gpus} "
+            "(COMMEST_MAX_MATRIX_GPUS)",
+            gpus=gpus,
+            max_matrix_gpus=max_matrix_gpus,
+        )
+    dense = request.format == "png"
+    if dense and request.level == "gpu" and gpus > max_dense_gpus:
+        raise LimitError(
+            f"a GPU-level heatmap of {gpus} GPUs exceeds the dense cap of {max_dense_gpus} "
+            "(COMMEST_MAX_DENSE_GPUS); ask for level=node or format=json/csv",
+            gpus=gpus,
+            max_dense_gpus=max_dense_gpus,
+        )
+    prepared = prepare(request=request, profiles=profiles)
+    g = prepared.scenario.cluster.gpus_per_node
+    nodes = -(-gpus // g)
+    if dense and request.level == "node" and nodes > max_dense_gpus:
+        raise LimitError(
+            f"a node-level heatmap of {nodes} nodes exceeds the dense cap of {max_dense_gpus}",
+            nodes=nodes,
+            max_dense_gpus=max_dense_gpus,
+        )
+    result = estimate(prepared.scenario)
+    traffic = estimate_traffic(result, request.algorithm)
+    if request.level == "node":
+        traffic = traffic.by_node(g)
+    return TrafficAnswer(traffic, request.level, gpus, g, request.algorithm, result)
+
+
+def traffic_response(*, answer: TrafficAnswer) -> TrafficMatrixResponse:
+    """Sparse rows and totals of a traffic matrix (``format: json``)."""
+    with finite_answer(figures(answer.result.scenario.cluster)):
+        return TrafficMatrixResponse.model_validate(answer)
+
+
+def binned_matrix(*, traffic: SparseTraffic, max_cells: int = 512) -> tuple[FloatArray, int]:
+    """The dense matrix summed over kinds, in blocks of k×k endpoints so that it has at most
+    ``max_cells`` rows (k = 1 when it already fits); built from the sparse entries directly."""
+    size = traffic.size
+    k = max(1, -(-size // max_cells))
+    cells = -(-size // k)
+    flat = np.bincount(
+        (traffic.src // k) * cells + traffic.dst // k,
+        weights=traffic.bytes,
+        minlength=cells * cells,
+    )
+    return flat.astype(np.float64, copy=False).reshape(cells, cells), k
+
+
+def traffic_csv_lines(*, answer: TrafficAnswer) -> Iterator[str]:
+    """CSV text of a traffic matrix, header ``src,dst,bytes,kind``, in chunks."""
+    yield "src,dst,bytes,kind\n"
+    step = 50_000
+    for start in range(0, len(answer.traffic), step):
+        yield "".join(f"{s},{d},{b!r},{k}\n" for s, d, b, k in answer.entries(start, start + step))

@@ -1,0 +1,36 @@
+"""Presets: published model shapes and GPU datasheet figures, with their sources."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from api.schemas import GpuPresetOut, Members, ModelPresetOut
+from estimator import megatron_parameters
+from estimator.presets import GPU_PRESETS, MODEL_PRESETS
+
+
+@cache
+def model_presets() -> tuple[ModelPresetOut, ...]:
+    """GET /v1/presets/models: with the parameter count the engine computes (or the stated)."""
+    return tuple(
+        ModelPresetOut.model_validate(
+            Members(
+                preset,
+                parameters=megatron_parameters(preset.spec)
+                if preset.spec.num_parameters is None
+                else float(preset.spec.num_parameters),
+            )
+        )
+        for preset in MODEL_PRESETS.values()
+    )
+
+
+@cache
+def gpu_presets() -> tuple[GpuPresetOut, ...]:
+    """GET /v1/presets/gpus: dense peak per precision in TFLOP/s."""
+    return tuple(
+        GpuPresetOut.model_validate(
+            Members(gpu, peak_tflops={p.value: flops / 1e12 for p, flops in gpu.peak_flops.items()})
+        )
+        for gpu in GPU_PRESETS.values()
+    )
