@@ -1,32 +1,45 @@
 """Stored profiles as the engine sees them, and the caches that keep them between requests.
 
 A ``ProfileSnapshot`` is what an estimate needs of a stored profile (its figures and a
-bandwidth provider over its runs), read in one query by ``load_snapshot``. Two caches keep the
-expensive parts: ``ProviderCache`` holds bandwidth providers (loading runs and building curves
-is the costly step), ``SnapshotCache`` whole snapshots (so a hot estimate needs no database
-read). ``ProfileSource`` is the read path the routes use; ``PinnedProfile`` answers from one
+bandwidth provider over its runs), read in one single-row query by ``load_snapshot``. Two
+caches keep the expensive parts, and neither can serve what a committed write replaced:
+
+- ``ProviderCache`` holds bandwidth providers (loading runs and building curves is the costly
+  step) keyed by (profile id, revision). The revision is a random token every committed write
+  to the profile or its runs renews (``profiles/revisions.py``), read in the snapshot query
+  itself: a key never repeats, even when SQLite reuses a deleted profile's ids.
+- ``SnapshotCache`` holds whole snapshots, valid while nothing was committed to their
+  profile since they were read, by any process (``profiles.db.ChangeSignal``): on SQLite
+  ``PRAGMA data_version`` (microseconds, no transaction); on PostgreSQL the profile's
+  revision, read in one autocommit round trip on a connection of its own (asyncio on the
+  hot path: no worker thread). There is no TTL: once a write is acknowledged, the next
+  request of any worker sees it.
+
+Reads never invalidate anything; a rolled-back write renews no revision and commits nothing.
+``ProfileSource`` is the read path the routes use; ``PinnedProfile`` answers from one
 snapshot already at hand.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session
 
 from estimator.bandwidth import BandwidthAnswer, Collective, Num, TrafficKind
 from estimator.errors import NotFoundError
-from profiles import repository
+from profiles import repository, revisions
 from profiles.bandwidth import ProfileBandwidth
-from profiles.models import Profile, Run
+from profiles.db import ChangeSignal
+from profiles.models import Profile
 from profiles.nominal import NOMINAL_SPECS
 
 
@@ -93,26 +106,61 @@ class MemoBandwidth:
         return answer
 
 
+ProviderKey = tuple[int, str]  # (profile id, revision)
+
+
 class ProviderCache:
-    """Bandwidth providers of profiles, keyed by (profile id, newest run id, run count).
+    """Bandwidth providers of profiles, keyed by (profile id, revision), least recently used
+    out first.
 
     Loading a profile's runs and building its curves is the expensive part of an estimate
-    with a profile; the key changes with every upload or deleted run, so a hit is never stale.
+    with a profile; every committed write to the profile or its runs renews its revision, and
+    a revision is never reused, so a hit is never stale. Requests that miss the same key at
+    once (every reader right after an upload) wait for one build instead of each doing it.
     """
 
     def __init__(self, size: int = 64) -> None:
         self._size = size
-        self._items: OrderedDict[tuple[int, int, int], MemoBandwidth] = OrderedDict()
+        self._items: OrderedDict[ProviderKey, MemoBandwidth] = OrderedDict()
+        self._building: dict[ProviderKey, Future[MemoBandwidth]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[int, int, int]) -> MemoBandwidth | None:
+    def get_or_build(self, key: ProviderKey, build: Callable[[], MemoBandwidth]) -> MemoBandwidth:
+        """The cached provider, else the one a concurrent build makes, else ``build()``'s."""
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+                return value
+            pending = self._building.get(key)
+            if pending is None:
+                pending = self._building[key] = Future()
+                owner = True
+            else:
+                owner = False
+        if not owner:
+            return pending.result()  # the builder's provider, or its error
+        try:
+            value = build()
+        except BaseException as exc:
+            with self._lock:
+                del self._building[key]
+            pending.set_exception(exc)
+            raise
+        self.put(key, value)
+        with self._lock:
+            del self._building[key]
+        pending.set_result(value)
+        return value
+
+    def get(self, key: ProviderKey) -> MemoBandwidth | None:
         with self._lock:
             value = self._items.get(key)
             if value is not None:
                 self._items.move_to_end(key)
             return value
 
-    def put(self, key: tuple[int, int, int], value: MemoBandwidth) -> None:
+    def put(self, key: ProviderKey, value: MemoBandwidth) -> None:
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
@@ -123,10 +171,9 @@ class ProviderCache:
 SessionScope = Callable[[], AbstractContextManager[Session]]
 ReadScope = Callable[[], AbstractContextManager[Session | Connection]]
 
-_NEWEST_RUN = select(func.max(Run.id)).where(Run.profile_id == Profile.id).scalar_subquery()
-_RUN_COUNT = select(func.count(Run.id)).where(Run.profile_id == Profile.id).scalar_subquery()
 _SNAPSHOT = select(
     Profile.id,
+    Profile.revision,
     Profile.name,
     Profile.gpus_per_node,
     Profile.peak_tflops,
@@ -135,42 +182,40 @@ _SNAPSHOT = select(
     Profile.utilization,
     Profile.utilization_source,
     Profile.nominal,
-    _NEWEST_RUN.label("newest_run"),
-    _RUN_COUNT.label("run_count"),
 ).where(Profile.name == bindparam("name"))
 
 
 class SnapshotCache:
-    """Profile snapshots kept between requests, so a hot estimate needs no database read.
+    """Profile snapshots kept while nothing was committed to their profile since they were read.
 
-    An entry is used while it is younger than ``ttl_s`` and no write has been committed
-    through this process since it was read (``generation``); writes made by another process
-    (another server worker) are therefore seen within ``ttl_s``.
+    ``signal`` (``profiles.db.ChangeSignal``) says what is committed now: a snapshot is stored
+    with the token seen *before* it was read and served while the token is unchanged, so a
+    commit that lands while the read is in flight makes it stale at once rather than kept as
+    fresh. There is no TTL: the first request after a commit, in any worker, misses.
     """
 
-    def __init__(self, *, ttl_s: float = 1.0, size: int = 256) -> None:
-        self.ttl_s = ttl_s
+    def __init__(self, signal: ChangeSignal, *, size: int = 256) -> None:
+        self.signal = signal
         self._size = size
-        self.generation = 0
-        self._items: dict[str, tuple[ProfileSnapshot, float, int]] = {}
+        self._items: dict[str, tuple[ProfileSnapshot, Hashable]] = {}
 
-    def bump(self) -> None:
-        """A write was committed: every cached snapshot may be stale."""
-        self.generation += 1
+    def token(self, name: str) -> Hashable:
+        """What is committed about ``name`` now (read it before loading a snapshot)."""
+        return self.signal.token(name)
 
-    def get(self, name: str) -> ProfileSnapshot | None:
+    def get(self, name: str, token: Hashable | None = None) -> ProfileSnapshot | None:
+        """The snapshot if nothing was committed since it was read (``token``: already asked)."""
         item = self._items.get(name)
         if item is None:
             return None
-        snapshot, loaded_at, generation = item
-        if generation != self.generation or time.monotonic() - loaded_at > self.ttl_s:
-            return None
-        return snapshot
+        snapshot, seen = item
+        now = self.signal.token(name) if token is None else token
+        return snapshot if seen == now else None
 
-    def put(self, name: str, snapshot: ProfileSnapshot, *, generation: int, at: float) -> None:
+    def put(self, name: str, snapshot: ProfileSnapshot, *, token: Hashable) -> None:
         if len(self._items) >= self._size:
             self._items.clear()
-        self._items[name] = (snapshot, at, generation)
+        self._items[name] = (snapshot, token)
 
 
 class Profiles(Protocol):
@@ -206,42 +251,53 @@ class ProfileSource:
         self._cache = cache
         self._snapshots = snapshots
 
-    def cached(self, name: str) -> ProfileSnapshot | None:
-        """The named profile if a fresh snapshot is at hand (no database read)."""
-        return self._snapshots.get(name) if self._snapshots is not None else None
+    async def cached(self, name: str) -> ProfileSnapshot | None:
+        """The named profile if a fresh snapshot is at hand (asks the change signal without
+        blocking the event loop: no database read through the pool, no worker thread)."""
+        snapshots = self._snapshots
+        if snapshots is None:
+            return None
+        return snapshots.get(name, await snapshots.signal.token_async(name))
 
     def profile(self, name: str) -> ProfileSnapshot:
         """The named profile and its bandwidth provider; NotFoundError if unknown."""
         snapshots = self._snapshots
-        if snapshots is not None:
-            hit = snapshots.get(name)
-            if hit is not None:
-                return hit
-            generation, at = snapshots.generation, time.monotonic()
+        if snapshots is None:
+            with self._scope() as connection:
+                return load_snapshot(connection=connection, name=name, cache=self._cache)
+        token = snapshots.token(name)
+        hit = snapshots.get(name, token)
+        if hit is not None:
+            return hit
         with self._scope() as connection:
             snapshot = load_snapshot(connection=connection, name=name, cache=self._cache)
-        if snapshots is not None:
-            snapshots.put(name, snapshot, generation=generation, at=at)
+        snapshots.put(name, snapshot, token=token)
         return snapshot
 
 
 def load_snapshot(
     *, connection: Session | Connection, name: str, cache: ProviderCache
 ) -> ProfileSnapshot:
-    """The profile of that name with a (cached) bandwidth provider, in one Core query."""
+    """The profile of that name with a (cached) bandwidth provider, in one Core query.
+
+    Inside a write transaction that changed the profile (not committed yet, its revision not
+    renewed yet) the provider is built from what the transaction sees and not cached.
+    """
     row = connection.execute(_SNAPSHOT, {"name": name}).first()
     if row is None:
         raise NotFoundError(f"no profile named {name!r}", name=name)
-    key = (int(row.id), int(row.newest_run or 0), int(row.run_count or 0))
-    provider = cache.get(key)
-    if provider is None:
+    key = (int(row.id), str(row.revision))
+
+    def build() -> MemoBandwidth:
         if isinstance(connection, Session):
-            loaded = repository.load_bandwidth(session=connection, profile_name=name)
-        else:
-            with Session(bind=connection) as session:
-                loaded = repository.load_bandwidth(session=session, profile_name=name)
-        provider = MemoBandwidth(loaded)
-        cache.put(key, provider)
+            return MemoBandwidth(repository.load_bandwidth(session=connection, profile_name=name))
+        with Session(bind=connection) as session:
+            return MemoBandwidth(repository.load_bandwidth(session=session, profile_name=name))
+
+    if isinstance(connection, Session) and revisions.uncommitted(connection, key[0]):
+        provider = build()  # this transaction's own view: never cached
+    else:
+        provider = cache.get_or_build(key, build)
     nominal = NOMINAL_SPECS.get(row.name) if row.nominal else None
     return ProfileSnapshot(
         name=row.name,

@@ -502,6 +502,15 @@ class Algorithm(StrEnum):
     DIRECT = "direct"
 
 
+class ServeLogLevel(StrEnum):  # uvicorn's levels
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    DEBUG = "debug"
+    TRACE = "trace"
+
+
 RequestOpt = Annotated[
     str | None,
     typer.Option("--request", "-r", help="Request JSON file, or - for stdin.", show_default=False),
@@ -543,10 +552,18 @@ def _root(
 def serve(
     host: Annotated[str | None, typer.Option(help="Interface (default: COMMEST_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default: COMMEST_PORT).")] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes (each write is seen by all at once).")
+    ] = 1,
+    access_log: Annotated[bool, typer.Option(help="One log line per request.")] = True,
+    log_level: Annotated[
+        ServeLogLevel, typer.Option(case_sensitive=False, help="Server log level.")
+    ] = ServeLogLevel.INFO,
 ) -> None:
     """Apply migrations, add the nominal profiles and serve the REST API with uvicorn."""
     import uvicorn
 
+    from api.serverlog import log_config
     from profiles.db import make_engine, session_factory, transaction, upgrade_database
     from profiles.repository import ensure_nominal_profiles
 
@@ -578,7 +595,16 @@ def serve(
         from api.deps import token_path
 
         typer.echo(f"write token:  {token_path(settings)} (created on first start)")
-    uvicorn.run("api.app:create_app", factory=True, host=bind_host, port=bind_port)
+    uvicorn.run(
+        "api.app:create_app",
+        factory=True,
+        host=bind_host,
+        port=bind_port,
+        workers=workers,
+        access_log=access_log,
+        log_level=log_level.value,
+        log_config=log_config(log_level.value),
+    )
 
 
 @app.command()

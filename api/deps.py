@@ -3,7 +3,11 @@
 ``Runtime`` is built by ``create_app`` and started by the lifespan (migrations, nominal
 profiles, token); a request that needs the database starts it too if the lifespan did not run
 (an app used without its lifespan, e.g. ``TestClient(app)`` outside a ``with`` block) or if
-the database was down at start. Typed aliases are declared once here.
+the database was down at start. Its units of work are of two kinds: ``transaction()`` for
+writes (SQLite: ``BEGIN IMMEDIATE``, writers queue) and ``read_session()`` / ``read()`` for
+reads (SQLite: a deferred snapshot that never waits for a writer; PostgreSQL: READ ONLY).
+Reads invalidate nothing; what a committed write changes is seen by the next request of any
+worker (see ``api/caches.py``). Typed aliases are declared once here.
 """
 
 from __future__ import annotations
@@ -27,7 +31,17 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.caches import ProfileSource, ProviderCache, SnapshotCache
 from api.settings import Settings
 from estimator.errors import AuthError, UnavailableError
-from profiles.db import make_engine, ping, session_factory, upgrade_database
+from profiles.db import (
+    SQLITE_BUSY_TIMEOUT_S,
+    change_signal,
+    is_sqlite,
+    make_engine,
+    ping,
+    read_only,
+    read_session_factory,
+    session_factory,
+    upgrade_database,
+)
 from profiles.repository import ensure_nominal_profiles
 
 log = logging.getLogger("api")
@@ -67,32 +81,46 @@ def load_or_create_token(settings: Settings) -> str:
 
 
 class Runtime:
-    """Settings, database engine, sessions, provider cache and token of one app."""
+    """Settings, database engine, units of work, caches and token of one app."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.url = settings.resolved_database_url
         self._engine: Engine | None = None
+        self._reader: Engine | None = None
         self._sessions: sessionmaker[Session] | None = None
+        self._read_sessions: sessionmaker[Session] | None = None
         self.providers = ProviderCache()
-        self.snapshots = SnapshotCache()
+        # snapshots kept until a commit changes their profile, seen by any worker (caches.py)
+        self.changes = change_signal(self.url)
+        self.snapshots = SnapshotCache(self.changes) if self.changes else None
         self._token: bytes | None = None
         self._started = False
         self._lock = threading.Lock()
+        # SQLite has one writer at a time: this process's writers queue here, handed over at
+        # once, instead of polling the database lock (its busy handler sleeps up to 100 ms)
+        self._writers = threading.Lock() if is_sqlite(self.url) else None
 
     # -- lifecycle ----------------------------------------------------------------------------
+
+    def _use(self, engine: Engine) -> None:
+        self._engine = engine
+        self._reader = read_only(engine)
+        self._sessions = session_factory(engine)
+        self._read_sessions = read_session_factory(engine)
 
     @property
     def engine(self) -> Engine:
         if self._engine is None:
             with self._lock:
                 if self._engine is None:
-                    self._engine = make_engine(self.url)
-                    self._sessions = session_factory(self._engine)
+                    self._use(make_engine(self.url))
+        assert self._engine is not None
         return self._engine
 
     @property
     def sessions(self) -> sessionmaker[Session]:
+        """Sessions for writes."""
         _ = self.engine
         assert self._sessions is not None
         return self._sessions
@@ -106,10 +134,9 @@ class Runtime:
                 return
             try:
                 upgrade_database(self.url)
-                engine = self._engine or make_engine(self.url)
-                self._engine = engine
-                self._sessions = session_factory(engine)
-                with self._sessions() as session, session.begin():
+                if self._engine is None:
+                    self._use(make_engine(self.url))
+                with self.sessions() as session, session.begin():
                     inserted = ensure_nominal_profiles(session=session)
             except SQLAlchemyError as exc:
                 raise UnavailableError(
@@ -129,31 +156,57 @@ class Runtime:
         """Dispose of the engine's connections."""
         if self._engine is not None:
             self._engine.dispose()
+        if self.changes is not None:
+            self.changes.close()
 
     # -- units of work ------------------------------------------------------------------------
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
-        """A session committed on success and rolled back on error.
+        """A write unit of work: a session committed on success and rolled back on error.
 
-        Cached profile snapshots are invalidated when it ends (it may have written).
+        On SQLite it holds the database's write lock from its first statement to its commit
+        (readers do not wait for it), and this process's other writers wait for it: keep
+        parsing and other slow work out of it.
         """
         self.start()
+        with self._one_writer(), self.sessions() as session, session.begin():
+            yield session
+
+    @contextmanager
+    def _one_writer(self) -> Iterator[None]:
+        if self._writers is None:
+            yield
+            return
+        if not self._writers.acquire(timeout=SQLITE_BUSY_TIMEOUT_S):
+            raise UnavailableError(
+                f"the database is busy: another write has held it for {SQLITE_BUSY_TIMEOUT_S:g} s"
+            )
         try:
-            with self.sessions() as session, session.begin():
-                yield session
+            yield
         finally:
-            self.snapshots.bump()
+            self._writers.release()
+
+    @contextmanager
+    def read_session(self) -> Iterator[Session]:
+        """A read unit of work: one snapshot of the committed data; flushing raises."""
+        self.start()
+        _ = self.engine
+        assert self._read_sessions is not None
+        with self._read_sessions() as session, session.begin():
+            yield session
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A Core connection for a short read (no ORM session: reads on the hot path)."""
+        """A Core connection in a read transaction (no ORM session: reads on the hot path)."""
         self.start()
-        with self.engine.connect() as connection:
+        _ = self.engine
+        assert self._reader is not None
+        with self._reader.connect() as connection:
             yield connection
 
     def profiles(self) -> ProfileSource:
-        """Profiles read on their own short connections, providers and snapshots cached."""
+        """Profiles read in their own short read transactions, providers and snapshots cached."""
         return ProfileSource(scope=self.read, cache=self.providers, snapshots=self.snapshots)
 
     def profiles_in(self, session: Session) -> ProfileSource:

@@ -1,12 +1,13 @@
 """REST API latency: POST /v1/estimates against GET /healthz, and one POST /v1/plans.
 
-Starts the real server (uvicorn in a subprocess on a free loopback port, temporary SQLite),
+Starts the real server (uvicorn in a subprocess on a free loopback port, temporary SQLite or
+``--database-url``, e.g. a PostgreSQL database, where every estimate reads its profile row),
 then with one keep-alive httpx client sends ~500 sequential requests of each kind (alternating,
 so that machine noise hits both alike) and prints the medians and their ratio (target:
 estimate <= 2x healthz), and the end-to-end time of a
 plan for GPT-3 175B on 1,536 GPUs over the full layout space (target < 1 s).
 
-    python3 bench/bench_api.py [--requests 500]
+    python3 bench/bench_api.py [--requests 500] [--database-url URL]
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(data_dir: Path, database_url: str | None) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {
         **os.environ,
-        "COMMEST_DATABASE_URL": f"sqlite:///{data_dir / 'bench.sqlite3'}",
+        "COMMEST_DATABASE_URL": database_url or f"sqlite:///{data_dir / 'bench.sqlite3'}",
         "COMMEST_DATA_DIR": str(data_dir),
         "COMMEST_API_TOKEN": "bench",
     }
@@ -102,9 +103,10 @@ def interleaved_medians_ms(client: httpx.Client, n: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=500)
+    parser.add_argument("--database-url", default=None, help="default: a temporary SQLite file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        process, base = start_server(Path(tmp))
+        process, base = start_server(Path(tmp), args.database_url)
         try:
             with httpx.Client(base_url=base, timeout=30.0) as client:
                 for _ in range(50):  # warm up: connection, caches, numpy paths
@@ -118,6 +120,7 @@ def main() -> None:
             process.terminate()
             process.wait()
     ratio = est / health
+    print(f"database: {(args.database_url or 'sqlite').split(':')[0]}")
     print(f"GET  /healthz       median {health:7.3f} ms over {args.requests} requests")
     print(f"POST /v1/estimates  median {est:7.3f} ms over {args.requests} requests")
     print(f"ratio estimate/healthz: {ratio:.2f}  (target <= 2)  {'OK' if ratio <= 2 else 'MISS'}")

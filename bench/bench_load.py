@@ -9,7 +9,7 @@ kind and overall, and the errors (any non-2xx answer or exception); then it read
 profile's runs back and checks that every acknowledged upload is stored with all its points
 (``lost uploads`` must be 0). The profile is deleted afterwards unless ``--keep``.
 
-    python3 bench/bench_load.py [--clients 16] [--duration 20] [--database-url URL]
+    python3 bench/bench_load.py [--clients 16] [--duration 20] [--database-url URL] [--workers N]
 """
 
 from __future__ import annotations
@@ -96,7 +96,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(database_url: str, data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    database_url: str, data_dir: Path, workers: int = 1
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {
         **os.environ,
@@ -106,7 +108,7 @@ def start_server(database_url: str, data_dir: Path) -> tuple[subprocess.Popen[by
     }
     command = [sys.executable, "-m", "uvicorn", "api.app:app"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    command += ["--no-access-log"]
+    command += ["--no-access-log", "--workers", str(workers)]
     process = subprocess.Popen(command, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -217,10 +219,11 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load")
     parser.add_argument("--database-url", default=None, help="default: a temporary SQLite file")
     parser.add_argument("--keep", action="store_true", help="keep the bench profile")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = args.database_url or f"sqlite:///{Path(tmp) / 'load.sqlite3'}"
-        process, base = start_server(url, Path(tmp))
+        process, base = start_server(url, Path(tmp), args.workers)
         profile = "bench-load-" + secrets.token_hex(4)
         try:
             created = httpx.post(

@@ -4,6 +4,11 @@ The URL comes from the Alembic config's ``sqlalchemy.url`` when set (``upgrade_d
 sets it), else from ``COMMEST_DATABASE_URL`` / the default SQLite file. On PostgreSQL a
 transaction-scoped advisory lock serialises concurrent upgrades (two workers starting at
 once); on SQLite ``BEGIN IMMEDIATE`` does the same.
+
+SQLite runs the migrations with foreign keys off (then checks them): a batch migration
+rebuilds a table by copying it and dropping the old one, and with foreign keys on, dropping
+``profiles`` or ``uploads`` would cascade-delete every row that refers to it (SQLite's own
+ALTER TABLE procedure says to turn them off first).
 """
 
 from __future__ import annotations
@@ -54,20 +59,16 @@ def run_migrations_online() -> None:
     try:
         with engine.connect() as connection:
             sqlite = connection.dialect.name == "sqlite"
+            if sqlite:  # outside any transaction, or SQLite ignores it
+                driver = connection.connection.driver_connection
+                assert driver is not None
+                driver.execute("PRAGMA foreign_keys=OFF")
             context.configure(
                 connection=connection,
                 target_metadata=target_metadata,
                 render_as_batch=sqlite,
                 compare_type=True,
             )
-            if sqlite:
-                # A batch migration rebuilds a table (create, copy, drop, rename); dropping a
-                # parent table with foreign keys on would cascade-delete its children's rows.
-                # SQLite's own procedure (sqlite.org/lang_altertable.html#otheralter): keys off
-                # outside the transaction, foreign_key_check before commit.
-                driver = connection.connection.driver_connection
-                assert driver is not None
-                driver.execute("PRAGMA foreign_keys=OFF")
             with context.begin_transaction():
                 if connection.dialect.name == "postgresql":
                     connection.execute(
@@ -75,9 +76,9 @@ def run_migrations_online() -> None:
                     )
                 context.run_migrations()
                 if sqlite:
-                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
                     if broken:
-                        raise RuntimeError(f"migration left dangling foreign keys: {broken[:5]}")
+                        raise RuntimeError(f"the migration broke foreign keys: {broken[:5]}")
     finally:
         engine.dispose()
 

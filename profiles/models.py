@@ -7,6 +7,7 @@ Timestamps are timezone-aware UTC on every backend (:class:`UTCDateTime`).
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +45,11 @@ NAME_LENGTH = 64
 FILENAME_LENGTH = 255
 LABEL_LENGTH = 128
 UTILIZATION_SOURCES = ("given", "fitted")
+
+
+def new_revision() -> str:
+    """A profile revision never used before (a random UUID, hex; see profiles/revisions.py)."""
+    return uuid.uuid4().hex
 
 
 def utcnow() -> datetime:
@@ -108,6 +114,8 @@ class Profile(Base):
     curves_format: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    # renewed by every committed write to the profile or its data (profiles/revisions.py)
+    revision: Mapped[str] = mapped_column(String(32), default=new_revision)
 
     uploads: Mapped[list[Upload]] = relationship(
         back_populates="profile", cascade="all, delete-orphan", passive_deletes=True

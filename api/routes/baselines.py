@@ -41,14 +41,14 @@ def put_baseline(
 @router.get("/{name}", response_model=BaselineRead, responses=problem_responses(404, 422, 503))
 def get_baseline(name: BaselineName, runtime: RuntimeDep) -> BaselineRead:
     """A stored baseline."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         return service.get_baseline(session=session, name=name)
 
 
 @router.get("", response_model=list[BaselineRead], responses=problem_responses(503))
 def list_baselines(runtime: RuntimeDep) -> list[BaselineRead]:
     """Every stored baseline, by name."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         return service.list_baselines(session=session)
 
 

@@ -36,5 +36,5 @@ def create_calibration(
 )
 def list_calibrations(name: str, runtime: RuntimeDep) -> list[CalibrationResponse]:
     """A profile's calibrations, newest first."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         return service.list_calibrations(session=session, name=name)

@@ -16,5 +16,5 @@ router = APIRouter(prefix="/v1", tags=["checks"])
 def create_check(body: CheckRequest, runtime: RuntimeDep) -> CheckResponse:
     """``passed`` when the predicted iteration time is within the limit (a read: no token)."""
     return service.create_check(
-        request=body, profiles=runtime.profiles(), session_scope=runtime.transaction
+        request=body, profiles=runtime.profiles(), session_scope=runtime.read_session
     )

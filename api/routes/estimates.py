@@ -23,9 +23,9 @@ async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> Estimat
     """One layout's iteration time with every term, collective and assumption behind it."""
     profiles = runtime.profiles()
     name = body.cluster.profile
-    snapshot = profiles.cached(name) if name is not None else None
+    snapshot = await profiles.cached(name) if name is not None else None
     if name is None or snapshot is not None:
-        # pure CPU, sub-millisecond: no thread hop, no database read
+        # pure CPU, sub-millisecond: no thread hop, no database read through the pool
         pinned = PinnedProfile(snapshot) if snapshot is not None else profiles
         return service.create_estimate(request=body, profiles=pinned)
     # a database read: never block the event loop on it

@@ -43,14 +43,14 @@ def list_profiles(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> ProfilesPage:
     """Profiles by name, one page at a time."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         return service.list_profiles(session=session, offset=offset, limit=limit)
 
 
 @router.get("/{name}", response_model=ProfileRead, responses=problem_responses(404, 503))
 def get_profile(name: ProfileName, runtime: RuntimeDep) -> ProfileRead:
     """One profile."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         return service.get_profile(session=session, name=name)
 
 

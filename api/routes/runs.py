@@ -198,7 +198,7 @@ def list_runs(
     points: bool = True,
 ) -> RunsPage:
     """A profile's runs in upload order, with their points unless ``points=false``."""
-    with runtime.transaction() as session:
+    with runtime.read_session() as session:
         return service.list_runs(session=session, name=name, op=op, backend=backend, points=points)
 
 

@@ -19,6 +19,7 @@ from typer.testing import CliRunner, Result
 
 from api import cli
 from api.junit import CheckOutcome, junit_xml
+from api.serverlog import log_config
 from api.settings import get_settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -570,8 +571,37 @@ def test_serve_migrates_prints_where_and_runs_the_app_factory(
     assert "http://localhost:8123/docs" in result.stdout
     assert str(env / "data" / "api-token") in result.stdout
     assert "dgx-a100-nominal" in result.stdout  # the nominal profiles were added
-    assert calls == [(("api.app:create_app",), {"factory": True, "host": "0.0.0.0", "port": 8123})]
+    assert len(calls) == 1
+    args, kwargs = calls[0]
+    assert args == ("api.app:create_app",)
+    assert kwargs == {
+        "factory": True,
+        "host": "0.0.0.0",
+        "port": 8123,
+        "workers": 1,
+        "access_log": True,
+        "log_level": "info",
+        "log_config": log_config("info"),
+    }
     assert (env / "cli.sqlite3").exists()
+
+
+def test_serve_passes_workers_access_log_and_log_level_to_uvicorn(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: calls.append(k))
+    result = run("serve", "--workers", "3", "--no-access-log", "--log-level", "WARNING")
+    assert result.exit_code == 0, result.stderr
+    assert len(calls) == 1
+    assert calls[0]["workers"] == 3
+    assert calls[0]["access_log"] is False
+    assert calls[0]["log_level"] == "warning"
+    assert calls[0]["log_config"]["loggers"]["api"]["level"] == "WARNING"
+    assert run("serve", "--workers", "0").exit_code == 2
+    assert run("serve", "--log-level", "loud").exit_code == 2
 
 
 # --------------------------------------------------------------------------- remote

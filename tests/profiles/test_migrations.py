@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 
 from api.settings import get_settings
 from profiles import repository as repo
@@ -114,3 +115,50 @@ def test_revisions_are_named_by_date() -> None:
     versions = ROOT / "migrations" / "versions"
     names = sorted(p.name for p in versions.glob("*.py"))
     assert names and all(n[:4].isdigit() and n[4] == "_" and n[7] == "_" for n in names)
+
+
+FIRST_REVISION = "2026_11_21_0001"
+ROWS_AT_FIRST_REVISION = [
+    "INSERT INTO profiles (id, name, gpu_model, gpus_per_node, description, nominal, created_at,"
+    " updated_at) VALUES (1, 'lab', 'H100', 8, '', false, :t, :t), (2, 'b', 'H100', 8, '', false,"
+    " :t, :t)",
+    "INSERT INTO uploads (id, profile_id, sha256, raw_text, size_bytes, created_at)"
+    " VALUES (1, 1, 'x', 'text', 4, :t)",
+    "INSERT INTO runs (id, upload_id, profile_id, table_index, collective, tool, ranks, nodes,"
+    " warnings, created_at) VALUES (1, 1, 1, 0, 'all_reduce', 'nccl-tests', 8, 1, '[]', :t)",
+    "INSERT INTO points (id, run_id, size_bytes, time_us, algbw_gbps, busbw_gbps, in_place)"
+    " VALUES (1, 1, 1024, 12.0, 0.1, 0.15, false)",
+    "INSERT INTO calibrations (id, profile_id, inputs, utilization, mape_pct, residuals,"
+    " created_at) VALUES (1, 1, '{}', 0.5, 1.0, '[]', :t)",
+]
+
+
+def _counts(engine: Engine) -> dict[str, int]:
+    with engine.connect() as connection:
+        return {
+            table: int(connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+            for table in sorted(TABLES)
+        }
+
+
+def test_migrating_up_and_down_keeps_every_row_that_refers_to_a_rebuilt_table(
+    fresh_db_url: str,
+) -> None:
+    """SQLite batch migrations rebuild tables; with foreign keys on, that used to cascade."""
+    upgrade_database(fresh_db_url, revision=FIRST_REVISION)
+    engine = make_engine(fresh_db_url)
+    try:
+        with engine.begin() as connection:
+            for statement in ROWS_AT_FIRST_REVISION:
+                connection.execute(text(statement), {"t": datetime(2026, 1, 1, tzinfo=UTC)})
+        before = _counts(engine)
+        assert all(before[t] for t in ("profiles", "uploads", "runs", "points", "calibrations"))
+        upgrade_database(fresh_db_url)
+        assert _counts(engine) == before
+        with engine.connect() as connection:
+            revisions = connection.execute(text("SELECT revision FROM profiles")).scalars().all()
+        assert len(set(revisions)) == 2 and all(len(r) == 32 for r in revisions)
+        downgrade_database(fresh_db_url, revision=FIRST_REVISION)
+        assert _counts(engine) == before
+    finally:
+        engine.dispose()
