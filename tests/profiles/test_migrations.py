@@ -137,7 +137,7 @@ def _counts(engine: Engine) -> dict[str, int]:
     with engine.connect() as connection:
         return {
             table: int(connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
-            for table in sorted(TABLES)
+            for table in sorted(TABLES - {"placement_curves"})  # made by a later revision
         }
 
 
