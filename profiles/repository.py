@@ -30,10 +30,14 @@ from estimator.errors import ConflictError, NotFoundError, ValidationError
 from profiles.bandwidth import (
     ENVELOPE_FORMAT,
     AlphaBetaFit,
+    CurveData,
     CurveSet,
     Envelope,
     ProfileBandwidth,
     RunCurve,
+    TuningRow,
+    curve_data,
+    tuning_table,
 )
 from profiles.calibration import CalibrationResult, CalibrationSample
 from profiles.models import (
@@ -49,7 +53,13 @@ from profiles.models import (
     Upload,
     utcnow,
 )
-from profiles.nominal import FAMILY_SPECS, NOMINAL_SPECS, family_spec, nominal_curve_set
+from profiles.nominal import (
+    FAMILY_SPECS,
+    NOMINAL_SPECS,
+    family_spec,
+    nominal_curve_set,
+    nominal_curves,
+)
 from profiles.parsed import ParsedPoint, ParsedRun
 from profiles.uploads import (
     Hints,
@@ -949,7 +959,7 @@ _PROFILE_FOR_BANDWIDTH = select(
 
 
 def load_bandwidth(
-    *, session: Session, profile_name: str, with_runs: bool = True
+    *, session: Session, profile_name: str, with_runs: bool = False
 ) -> ProfileBandwidth:
     """The profile's bandwidth provider: its placement curves, with nominal ones as fallback.
 
@@ -984,6 +994,32 @@ def load_bandwidth(
         runs=runs if with_runs else (),
         missing_hint=missing,
         nominal_fallback=not row.nominal,
+    )
+
+
+def profile_curves(
+    *, session: Session, profile_name: str, op: str | None = None, include_nominal: bool = True
+) -> list[CurveData]:
+    """A profile's enabled runs as plotting data (of one collective), then, for a nominal
+    profile, its nominal curves."""
+    row = session.execute(_PROFILE_FOR_BANDWIDTH.where(Profile.name == profile_name)).first()
+    if row is None:
+        raise NotFoundError(f"no profile named {profile_name!r}", name=profile_name)
+    curves = load_run_curves(session=session, profile_id=row.id, op=op)
+    if include_nominal and row.nominal and row.name in NOMINAL_SPECS:
+        wanted = parse_collective(op) if op is not None else None
+        curves += [c for c in nominal_curves(row.name) if wanted is None or c.op is wanted]
+    return curve_data(curves)
+
+
+def profile_tuning_table(
+    *, session: Session, profile_name: str, op: str, ranks: int, nodes: int | None = None
+) -> list[TuningRow]:
+    """Per measured size, the fastest backend among a profile's enabled runs of ``op``."""
+    profile = get_profile(session=session, name=profile_name)
+    curves = load_run_curves(session=session, profile_id=profile.id, op=op)
+    return tuning_table(
+        curves, name=profile.name, op=parse_collective(op), ranks=ranks, nodes=nodes
     )
 
 

@@ -15,6 +15,7 @@ from api.routes import (
     presets,
     profiles,
     runs,
+    uploads,
 )
 
 ROUTERS: tuple[APIRouter, ...] = (
@@ -26,6 +27,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     baselines.router,
     profiles.router,
     runs.router,
+    uploads.router,
     calibrations.router,
     presets.router,
 )

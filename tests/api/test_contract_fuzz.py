@@ -73,6 +73,7 @@ CALIBRATION = {
     ]
 }
 PROFILE_RUN = {"path_parameters": {"name": "lab"}}
+UPLOAD = {"name": "lab"}  # the seed's upload is the profile's first: id 1
 
 #: Valid requests per operation (``Case`` keyword arguments). The seed (see ``_seed``) has
 #: made profile ``lab`` (with one all_reduce upload) and baseline ``base``.
@@ -122,6 +123,14 @@ VALID: dict[str, list[dict[str, Any]]] = {
     "GET /v1/profiles/{name}/curves": [PROFILE_RUN, {**PROFILE_RUN, "query": {"format": "png"}}],
     "GET /v1/profiles/{name}/tuning-table": [
         {**PROFILE_RUN, "query": {"op": "all_reduce", "ranks": 8}}
+    ],
+    "GET /v1/profiles/{name}/uploads": [PROFILE_RUN, {**PROFILE_RUN, "query": {"limit": 1}}],
+    "PATCH /v1/profiles/{name}/uploads/{upload_id}": [
+        {"path_parameters": {**UPLOAD, "upload_id": 1}, "body": {"disabled": True}},
+        {"path_parameters": {**UPLOAD, "upload_id": 1}, "body": {"disabled": False}},
+    ],
+    "DELETE /v1/profiles/{name}/uploads/{upload_id}": [
+        {"path_parameters": {**UPLOAD, "upload_id": 1}}
     ],
     "POST /v1/profiles/{name}/calibrations": [{**PROFILE_RUN, "body": CALIBRATION}],
     "GET /v1/profiles/{name}/calibrations": [PROFILE_RUN],
