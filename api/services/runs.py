@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -188,11 +189,15 @@ def list_runs(
         offset=offset,
     )
     read = [RunOut.model_validate(r if points else Members(r, points=None)) for r in page.items]
-    return RunsPage(
-        runs=read,
-        count=len(read),
-        total=page.total,
-        limit=page.limit,
-        offset=page.offset,
-        next_offset=page.next_offset,
-    )
+    return RunsPage(runs=read, **page_members(page))
+
+
+def page_members(page: repository.Page[Any]) -> dict[str, Any]:
+    """The members every page answer has besides its items."""
+    return {
+        "count": len(page.items),
+        "total": page.total,
+        "limit": page.limit,
+        "offset": page.offset,
+        "next_offset": page.next_offset,
+    }

@@ -5,22 +5,14 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from api.schemas import UploadOut, UploadPatch, UploadsPage
-from api.services.runs import upload_out
+from api.services.runs import page_members, upload_out
 from profiles import repository
 
 
 def list_uploads(*, session: Session, name: str, limit: int, offset: int) -> UploadsPage:
     """GET /v1/profiles/{name}/uploads: one page, oldest first, without the texts."""
     page = repository.list_uploads(session=session, profile_name=name, limit=limit, offset=offset)
-    uploads = [upload_out(info) for info in page.items]
-    return UploadsPage(
-        uploads=uploads,
-        count=len(uploads),
-        total=page.total,
-        limit=page.limit,
-        offset=page.offset,
-        next_offset=page.next_offset,
-    )
+    return UploadsPage(uploads=[upload_out(i) for i in page.items], **page_members(page))
 
 
 def remove_upload(*, session: Session, name: str, upload_id: int) -> None:
