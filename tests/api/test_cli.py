@@ -379,6 +379,42 @@ def test_profile_create_upload_list_show_bandwidth_delete_round_trip(
     assert "lab-a100" in gone.stderr
 
 
+def test_profile_uploads_list_disable_enable_and_remove(env: Path, tmp_path: Path) -> None:
+    created = run("profile", "create", "lab", "--gpu-model", "A100", "--gpus-per-node", "8")
+    assert created.exit_code == 0, created.stderr
+    log = tmp_path / "all_reduce_8gpu.txt"
+    log.write_text(_nccl_all_reduce_text(), encoding="utf-8")
+    uploaded = run("profile", "upload", "lab", str(log), "--label", "week 47")
+    assert uploaded.exit_code == 0, uploaded.stderr
+    assert "busbw" in uploaded.stdout  # the fitted beta in both units
+
+    listed = run("profile", "uploads", "lab", "--format", "json")
+    assert listed.exit_code == 0, listed.stderr
+    (upload,) = json.loads(listed.stdout)["uploads"]
+    assert (upload["filename"], upload["label"]) == ("all_reduce_8gpu.txt", "week 47")
+    table = run("profile", "uploads", "lab")
+    assert table.exit_code == 0 and "week 47" in table.stdout
+
+    bandwidth = ("bandwidth", "--profile", "lab", "--op", "all_reduce", "--ranks", "8")
+    size = ("--nodes", "1", "--bytes", "4MiB")
+    measured = json.loads(run(*bandwidth, *size).stdout)
+    assert measured["method"] == "measured" and "week 47" in measured["source"]
+
+    upload_id = str(upload["id"])
+    disabled = run("profile", "upload-disable", "lab", upload_id)
+    assert disabled.exit_code == 0 and "disabled" in disabled.stdout, disabled.stderr
+    assert json.loads(run(*bandwidth, *size).stdout)["method"] == "nominal"
+    enabled = run("profile", "upload-disable", "lab", upload_id, "--enable")
+    assert enabled.exit_code == 0 and "enabled" in enabled.stdout, enabled.stderr
+    assert json.loads(run(*bandwidth, *size).stdout)["method"] == "measured"
+
+    removed = run("profile", "upload-remove", "lab", upload_id)
+    assert removed.exit_code == 0, removed.stderr
+    assert json.loads(run("profile", "uploads", "lab", "--format", "json").stdout)["total"] == 0
+    again = run("profile", "upload-remove", "lab", upload_id)
+    assert again.exit_code == 2 and upload_id in again.stderr
+
+
 def test_upload_of_a_file_without_a_table_exits_2(env: Path, tmp_path: Path) -> None:
     assert (
         run("profile", "create", "p1", "--gpu-model", "H100", "--gpus-per-node", "8").exit_code == 0
