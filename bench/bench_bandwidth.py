@@ -8,8 +8,10 @@ Run: ``python bench/bench_bandwidth.py`` (add ``--runs 5000`` to change the larg
    one with 5,000 (100 runs at each of 50 placements: 5 collectives × 5 placements × 2
    backends, 8 B .. 8 GiB each). For each, the /bandwidth-equivalent read after a write (a
    fresh provider from the database, then one answer) and warm (one new answer from a built
-   provider), and a profile-backed GPT-3 175B estimate with a fresh provider. Target: the
-   5,000-run profile within 2x of the 10-run one.
+   provider), and a profile-backed GPT-3 175B estimate with a fresh provider; then the same
+   through the app (``GET .../bandwidth`` and ``POST /v1/estimates``, warm and each after a
+   ``PATCH`` of the profile, which renews its revision), and the first page of
+   ``GET .../runs``. Target: the 5,000-run profile within 2x of the 10-run one.
 """
 
 from __future__ import annotations
@@ -145,7 +147,14 @@ def _fill(factory: sessionmaker[Session], name: str, runs: int, per_upload: int 
     ]
     start = time.perf_counter()
     with transaction(factory) as session:
-        repo.create_profile(session=session, name=name, gpu_model="H100", gpus_per_node=8)
+        repo.create_profile(
+            session=session,
+            name=name,
+            gpu_model="H100",
+            gpus_per_node=8,
+            peak_tflops=989.0,
+            utilization=0.5,
+        )
     for first in range(0, runs, per_upload):
         chunk = all_runs[first : first + per_upload]
         prepared = prepare_parsed(text=f"# {name} upload {first}\n", runs=chunk)
@@ -163,7 +172,7 @@ def bench_scaling(large: int) -> None:
         built = {"small": _fill(factory, "small", 10), "large": _fill(factory, "large", large)}
         print(
             f"profiles built: 10 runs in {built['small']:.1f} s, {large:,} runs in "
-            f"{built['large']:.1f} s (a 100-run upload into the large profile: see below)"
+            f"{built['large']:.1f} s"
         )
         dp, ar = TrafficKind.DP, Collective.ALL_REDUCE
         fresh = iter(np.geomspace(9.0, 2.0**33, 1_000_000).tolist())
@@ -237,6 +246,84 @@ def bench_scaling(large: int) -> None:
             f"write: one 50-run upload into the {large:,}-run profile took {write_s * 1e3:.0f} ms"
         )
         engine.dispose()
+        bench_api(url, Path(tmp), large)
+
+
+def bench_api(url: str, tmp: Path, large: int) -> None:
+    """The same through the app (in process, caches on): warm, and after a write."""
+    import warnings
+
+    from pydantic import SecretStr
+
+    with warnings.catch_warnings():  # this Starlette would rather its TestClient used httpx2
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from api.settings import Settings
+
+    settings = Settings(database_url=url, data_dir=tmp / "data", api_token=SecretStr("bench"))
+    auth = {"Authorization": "Bearer bench"}
+    query = {"op": "all_reduce", "ranks": 64, "nodes": 8, "bytes": 1 << 20}
+    request = {
+        "model": {"preset": "gpt3-175b"},
+        "layout": {"pipeline": 8, "tensor": 8, "data": 24},
+        "training": {"global_batch_size": 1536},
+    }
+    with TestClient(create_app(settings)) as client:
+        count = iter(range(1_000_000))
+
+        def write(name: str) -> None:
+            body = {"description": f"write {next(count)}"}
+            assert client.patch(f"/v1/profiles/{name}", json=body, headers=auth).is_success
+
+        def get_bandwidth(name: str, after_write: bool) -> Callable[[], object]:
+            def call() -> object:
+                if after_write:
+                    write(name)
+                return client.get(f"/v1/profiles/{name}/bandwidth", params=query)
+
+            return call
+
+        def post_estimate(name: str, after_write: bool) -> Callable[[], object]:
+            body = {**request, "cluster": {"profile": name}}
+
+            def call() -> object:
+                if after_write:
+                    write(name)
+                response = client.post("/v1/estimates", json=body)
+                assert response.status_code == 200, response.text
+                return response
+
+            return call
+
+        makers: list[tuple[str, Callable[[str], Callable[[], object]]]] = [
+            ("GET .../bandwidth, warm", lambda n: get_bandwidth(n, False)),
+            ("GET .../bandwidth after a write (PATCH + GET)", lambda n: get_bandwidth(n, True)),
+            ("POST /v1/estimates, warm", lambda n: post_estimate(n, False)),
+            ("POST /v1/estimates after a write (PATCH + POST)", lambda n: post_estimate(n, True)),
+        ]
+        rows = []
+        for label, make in makers:
+            small, big = paired(make("small"), make("large"), repeat=21, number=5)
+            rows.append((label, small, big))
+        print(f"{'through the app (TestClient)':58} {'10 runs':>10} {f'{large:,} runs':>12}")
+        for label, small, big in rows:
+            ratio = big / small
+            verdict = "ok" if ratio <= SCALING_TARGET else "OVER"
+            print(
+                f"{label:58} {small * 1e3:8.3f} ms {big * 1e3:10.3f} ms {ratio:6.2f}x  "
+                f"<= {SCALING_TARGET:g}x {verdict}"
+            )
+        start = time.perf_counter()
+        page = client.get("/v1/profiles/large/runs")
+        elapsed = time.perf_counter() - start
+        body = page.json()
+        print(
+            f"GET .../runs of the {large:,}-run profile: {elapsed * 1e3:.0f} ms, "
+            f"{len(page.content) / 1e6:.2f} MB for a page of {body['count']} runs with points "
+            f"(total {body['total']:,}; next_offset {body['next_offset']})"
+        )
 
 
 def main() -> None:
