@@ -274,19 +274,22 @@ class Answer:
         """The cluster's notes, then the engine's."""
         return [*self.cluster.notes, *self.estimate.assumptions]
 
+    def _answers(self) -> tuple[BandwidthAnswer, ...]:
+        return self.bandwidth or bandwidth_answers(self.estimate)
+
     @property
     def collectives(self) -> list[Members]:
         """The estimate's collectives, each with the quality of its bandwidth answer."""
         return [
             Members(use, quality=answer)
-            for use, answer in zip(self.estimate.collectives, self.bandwidth, strict=True)
+            for use, answer in zip(self.estimate.collectives, self._answers(), strict=True)
         ]
 
     @property
     def warnings(self) -> list[str]:
         """The engine's warnings, then one line per weak bandwidth answer (issue 10)."""
         out = list(self.estimate.warnings)
-        for use, answer in zip(self.estimate.collectives, self.bandwidth, strict=True):
+        for use, answer in zip(self.estimate.collectives, self._answers(), strict=True):
             line = weak_answer_warning(use.op, use.ranks, use.nodes, use.size_bytes, answer)
             if line is not None and line not in out:
                 out.append(line)
