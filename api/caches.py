@@ -58,6 +58,7 @@ class ProfileSnapshot:
     bandwidth: MemoBandwidth
     memory_bandwidth_gbps: float | None = None  # nominal profiles: the HBM datasheet figure
     memory_traffic_factor: float = 0.0  # nominal profiles: γ fitted with their u
+    gpu_model: str | None = None  # the profile's GPU (its family's fitted compute constants)
 
 
 class MemoBandwidth:
@@ -182,6 +183,7 @@ _SNAPSHOT = select(
     Profile.utilization,
     Profile.utilization_source,
     Profile.nominal,
+    Profile.gpu_model,
 ).where(Profile.name == bindparam("name"))
 
 
@@ -311,4 +313,5 @@ def load_snapshot(
         bandwidth=provider,
         memory_bandwidth_gbps=getattr(nominal, "memory_bandwidth_gbps", None),
         memory_traffic_factor=float(getattr(nominal, "memory_traffic_factor", 0.0)),
+        gpu_model=row.gpu_model,
     )

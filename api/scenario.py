@@ -10,6 +10,7 @@ Every choice made for the user is written into ``ResolvedCluster.notes`` (the an
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any
 
 from api.caches import Profiles
 from api.schemas import (
@@ -20,6 +21,7 @@ from api.schemas import (
     LayoutIn,
     Members,
     ModelIn,
+    PlanTrainingIn,
     TrainingIn,
 )
 from estimator import (
@@ -33,8 +35,10 @@ from estimator import (
     estimate,
 )
 from estimator.bandwidth import BandwidthAnswer, weak_answer_warning
+from estimator.calibrated import fitted_for_gpu
 from estimator.errors import ValidationError
-from estimator.presets import gpu_preset, model_preset
+from estimator.frameworks import Framework, resolve_framework
+from estimator.presets import gpu_family_preset, gpu_preset, model_preset
 from estimator.specs import Precision
 
 #: ModelSpec fields without a default: an explicit model (no preset) must give them all.
@@ -59,9 +63,20 @@ def model_spec(*, model: ModelIn) -> ModelSpec:
     return ModelSpec(**given)
 
 
+def framework(*, training: TrainingIn | PlanTrainingIn) -> Framework:
+    """The framework preset a request names, with its overridden flags."""
+    overrides = (
+        training.framework_overrides.model_dump(exclude_none=True)
+        if training.framework_overrides is not None
+        else {}
+    )
+    return resolve_framework(training.framework, overrides)
+
+
 def training_spec(*, training: TrainingIn) -> TrainingSpec:
     """A TrainingSpec (the engine checks the ranges)."""
-    return TrainingSpec(**training.model_dump())
+    given = training.model_dump(exclude={"framework", "framework_overrides"})
+    return TrainingSpec(**given, framework=framework(training=training))
 
 
 def layout_spec(*, layout: LayoutIn) -> LayoutSpec:
@@ -166,6 +181,7 @@ def _profile_cluster(
             f"γ={gamma:g} and HBM {hbm:g} GB/s: profile {snap.name!r}'s compute model "
             "(fitted together with its u); give cluster.memory_traffic_factor=0 for pure FLOPs"
         )
+    roofline = _roofline(cluster, snap.gpu_model, f"profile {snap.name!r}", notes, hbm)
     spec = ClusterSpec(
         gpus_per_node=snap.gpus_per_node,
         peak_flops=peak_tflops * 1e12,
@@ -175,8 +191,38 @@ def _profile_cluster(
         name=snap.name,
         memory_bandwidth_gbps=hbm,
         memory_traffic_factor=gamma,
+        **roofline,
     )
     return ResolvedCluster(spec, snap.name, source, label, notes)
+
+
+def _roofline(
+    cluster: ClusterIn, gpu_model: str | None, where: str, notes: list[str], hbm: float | None
+) -> dict[str, Any]:
+    """c, u8 and FlashAttention-2's efficiency: as given, else the GPU family's (noted)."""
+    fitted = fitted_for_gpu(gpu_model)
+    family = gpu_family_preset(gpu_model)
+    out: dict[str, Any] = {}
+    if cluster.gemm_traffic_factor is not None:
+        out["gemm_traffic_factor"] = cluster.gemm_traffic_factor
+    elif fitted is not None and hbm:
+        out["gemm_traffic_factor"] = fitted.gemm_traffic_factor
+    if cluster.fp8_utilization is not None:
+        out["fp8_utilization"] = cluster.fp8_utilization
+    elif fitted is not None and fitted.fp8_utilization is not None:
+        out["fp8_utilization"] = fitted.fp8_utilization
+        notes.append(
+            f"u8={fitted.fp8_utilization:g} for FP8 GEMMs: {where}'s GPU family ({fitted.source})"
+        )
+    if cluster.flash2_efficiency is not None:
+        out["flash2_efficiency"] = cluster.flash2_efficiency
+    elif family is not None and family.flash2_efficiency != 1.0:
+        out["flash2_efficiency"] = family.flash2_efficiency
+        notes.append(
+            f"FlashAttention-2 at {family.flash2_efficiency:g} x the GEMM efficiency: {where}'s "
+            f"GPU family ({family.name})"
+        )
+    return out
 
 
 def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedCluster:
@@ -215,6 +261,14 @@ def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedClust
         memory = cluster.gpu_memory_gb * GB
     if memory is None:
         notes.append("no GPU memory given: memory.fits is unknown (null)")
+    roofline = {
+        "gemm_traffic_factor": cluster.gemm_traffic_factor or 0.0,
+        "fp8_utilization": cluster.fp8_utilization,
+    }
+    if cluster.flash2_efficiency is not None:
+        roofline["flash2_efficiency"] = cluster.flash2_efficiency
+    elif cluster.gpu is not None:
+        roofline["flash2_efficiency"] = gpu_preset(cluster.gpu).flash2_efficiency
     spec = ClusterSpec(
         gpus_per_node=cluster.gpus_per_node,
         peak_flops=peak_tflops * 1e12,
@@ -223,6 +277,7 @@ def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedClust
         gpu_memory_bytes=memory,
         memory_bandwidth_gbps=hbm,
         memory_traffic_factor=cluster.memory_traffic_factor or 0.0,
+        **roofline,  # type: ignore[arg-type]
     )
     return ResolvedCluster(spec, None, "request", "fixed scalar C (bandwidth_gbps)", notes)
 
@@ -298,12 +353,8 @@ class Answer:
 
 def bandwidth_answers(result: Estimate) -> tuple[BandwidthAnswer, ...]:
     """The bandwidth provider's answer, with its quality, for each collective of an estimate
-    (the engine asked the same questions, so a memoising provider answers from memory)."""
-    provider = result.scenario.cluster.bandwidth
-    return tuple(
-        provider.explain(use.kind, use.op, use.ranks, use.nodes, use.size_bytes)
-        for use in result.collectives
-    )
+    (asked once per collective, and kept by it)."""
+    return tuple(use.explain() for use in result.collectives)
 
 
 def run(*, request: EstimateRequest, profiles: Profiles) -> Answer:

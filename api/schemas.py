@@ -32,6 +32,7 @@ from typing_extensions import TypedDict
 
 from estimator.bandwidth import Collective, TrafficKind, parse_collective
 from estimator.errors import ValidationError
+from estimator.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_NAMES
 from estimator.specs import Fidelity, Precision, Recompute
 from estimator.traffic import Algorithm
 
@@ -115,6 +116,29 @@ EXAMPLE_SCALAR_C: dict[str, Any] = {
 }
 
 
+EXAMPLE_FRAMEWORK: dict[str, Any] = {
+    "model": {"preset": "llama3-70b"},
+    "layout": {
+        "pipeline": 4,
+        "tensor": 4,
+        "data": 4,
+        "virtual_stages": 5,
+        "sequence_parallel": True,
+        "context_parallel": 2,
+        "zero_stage": 1,
+    },
+    "training": {
+        "global_batch_size": 128,
+        "micro_batch_size": 1,
+        "recompute": "none",
+        "precision": "fp8",
+        "framework": "nemo",
+        "framework_overrides": {"overlap_param_gather": False},
+    },
+    "cluster": {"profile": "dgx-h100-nominal"},
+    "fidelity": "detailed",
+}
+
 MAX_COUNT = 2**31 - 1  # what every database stores as an integer
 MAX_FLOAT = 1e15  # far beyond any figure the API takes, far below overflow
 MAX_GPU_MEMORY_GB = 1e6  # a stored profile keeps bytes in a 64-bit integer
@@ -184,6 +208,70 @@ class LayoutIn(_In, _LayoutShape):
     )
 
 
+def _framework_name(value: str) -> str:
+    if value.strip().lower() not in FRAMEWORK_NAMES:
+        raise ValueError(f"unknown framework preset; known: {', '.join(FRAMEWORK_NAMES)}")
+    return value.strip().lower()
+
+
+#: A framework preset name (``estimator.frameworks``): the schema lists them, the error too.
+FrameworkName = Annotated[
+    str,
+    AfterValidator(_framework_name),
+    WithJsonSchema({"type": "string", "enum": list(FRAMEWORK_NAMES)}),
+]
+
+
+class FrameworkOverridesIn(_In):
+    """Flags of the framework preset to override (``estimator.frameworks.Framework``); a flag
+    left out keeps the preset's value. Every resolved flag is named in the answer."""
+
+    tp_overlap_wgrad: bool | None = Field(
+        None, description="backward TP collective under the weight-gradient GEMM"
+    )
+    sp_gather_overlap: bool | None = Field(
+        None, description="SP's backward re-gather under the input-gradient GEMM"
+    )
+    grad_accum_fusion: bool | None = Field(
+        None, description="weight-gradient GEMM accumulates into the fp32 main gradient"
+    )
+    tp_comm_overlap: bool | None = Field(
+        None, description="TP collectives pipelined with the GEMMs (userbuffers, async TP)"
+    )
+    overlap_grad_reduce: bool | None = Field(
+        None, description="DP gradient reduction under the last micro-batch's backward pass"
+    )
+    overlap_param_gather: bool | None = Field(
+        None, description="distributed optimizer's parameter all-gather under the next forward"
+    )
+    overlap_p2p: bool | None = Field(None, description="pipeline sends under compute (interleaved)")
+    cp_overlap: bool | None = Field(None, description="CP ring exchange under attention")
+    fsdp_prefetch: bool | None = Field(
+        None, description="ZeRO-3/FSDP: next layer's gather under this layer's compute"
+    )
+    zero3_regather_for_recompute: bool | None = Field(
+        None, description="ZeRO-3: gather again for a replayed forward"
+    )
+    grad_reduce_per_microbatch: bool | None = Field(
+        None, description="ZeRO-2/3: reduce-scatter gradients every micro-batch"
+    )
+    pp_scatter_gather: bool | None = Field(
+        None, description="Megatron's scatter/gather of pipeline sends over the TP group"
+    )
+    zero3_gathers_per_layer: int | None = Field(
+        None, ge=1, le=1024, description="ZeRO-3 collectives per layer and pass"
+    )
+    optimizer_bytes_per_parameter: float | None = Field(
+        None, ge=0, le=1e4, description="HBM bytes the optimizer step moves per owned parameter"
+    )
+    attention_kernel: Literal["fused", "flash2"] | None = Field(
+        None, description="fused (TE/cuDNN, FlashAttention-3) or flash2 (FlashAttention-2)"
+    )
+    fused_elementwise: bool | None = Field(
+        None, description="fused norms/RoPE/activations (Megatron/TE kernels, torch.compile)"
+    )
+
+
 class _Numerics(_In):
     """Numerics shared by estimates and plans."""
 
@@ -194,6 +282,20 @@ class _Numerics(_In):
         True,
         description="FlashAttention: no materialised s² scores (memory, HBM traffic); "
         "false for runs without it (Megatron-LM before 2023)",
+    )
+    framework: FrameworkName = Field(
+        DEFAULT_FRAMEWORK,
+        description="the training software's preset: what it overlaps, fuses and shards "
+        "(detailed fidelity; GET /v1/presets/frameworks)",
+    )
+    framework_overrides: FrameworkOverridesIn | None = Field(
+        None, description="flags of the preset to override"
+    )
+    moe_capacity_factor: float | None = Field(
+        None,
+        ge=1,
+        le=MAX_FLOAT,
+        description="MoE: tokens on the busiest expert rank over the mean (default: balanced)",
     )
 
 
@@ -246,6 +348,27 @@ class ClusterIn(_In):
         description="γ of the roofline refinement of compute time (detailed fidelity); "
         "default: the nominal profile's fitted γ, else 0 (pure FLOPs/(u·F))",
     )
+    gemm_traffic_factor: float | None = Field(
+        None,
+        ge=0,
+        le=MAX_FLOAT,
+        description="c: GEMM operand bytes through HBM (detailed fidelity); default: the fitted "
+        "c of the GPU family, else 0",
+    )
+    fp8_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="u8: FP8 GEMM efficiency, fraction of the FP8 peak; default: the fitted u8 "
+        "of the GPU family, else u",
+    )
+    flash2_efficiency: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="FlashAttention-2's efficiency relative to the GEMMs on this GPU "
+        "(default: the GPU family's, 0.5 on Hopper; 1 otherwise)",
+    )
 
 
 class _ScenarioIn(_In):
@@ -260,7 +383,8 @@ class EstimateRequest(_ScenarioIn):
     """POST /v1/estimates."""
 
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [EXAMPLE_ESTIMATE, EXAMPLE_SCALAR_C]}
+        extra="forbid",
+        json_schema_extra={"examples": [EXAMPLE_ESTIMATE, EXAMPLE_SCALAR_C, EXAMPLE_FRAMEWORK]},
     )
 
     cluster: ClusterIn
@@ -647,7 +771,27 @@ class ClusterOut(_Out):
     memory_traffic_factor: float = Field(
         validation_alias=AliasPath("spec", "memory_traffic_factor")
     )
+    gemm_traffic_factor: float = Field(validation_alias=AliasPath("spec", "gemm_traffic_factor"))
+    fp8_utilization: float | None = Field(validation_alias=AliasPath("spec", "fp8_utilization"))
+    flash2_efficiency: float = Field(validation_alias=AliasPath("spec", "flash2_efficiency"))
     bandwidth: str
+
+
+class FrameworkOut(_Out):
+    """The training software the estimate assumed: the preset and every resolved flag."""
+
+    name: str
+    description: str
+    flags: dict[str, bool | int | float | str] = Field(
+        description="every behaviour flag, overrides applied"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_framework(cls, data: Any) -> Any:
+        if hasattr(data, "flags") and callable(data.flags):
+            return {"name": data.name, "description": data.description, "flags": data.flags()}
+        return data
 
 
 def _terms(value: Any) -> Any:
@@ -681,6 +825,10 @@ class EstimateResponse(_Out):
     )
     gpus: int = Field(validation_alias=AliasPath("estimate", "scenario", "layout", "gpus"))
     fidelity: Fidelity = Field(validation_alias=AliasPath("estimate", "scenario", "fidelity"))
+    framework: FrameworkOut = Field(
+        validation_alias=AliasPath("estimate", "scenario", "training", "framework"),
+        description="the framework preset and flags the detailed fidelity assumed",
+    )
     cluster: ClusterOut
     assumptions: list[str]
     warnings: list[str] = Field(
@@ -995,6 +1143,12 @@ class GpuPresetOut(_Out):
     memory_bytes: float
     peak_tflops: dict[str, float]
     source: str
+
+
+class FrameworkPresetOut(FrameworkOut):
+    """A framework preset (GET /v1/presets/frameworks) and the other names it answers to."""
+
+    aliases: list[str]
 
 
 class HealthResponse(_Out):

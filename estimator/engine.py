@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from estimator.bandwidth import Collective, TrafficKind, bus_factor
+from estimator.bandwidth import (
+    BandwidthAnswer,
+    BandwidthProvider,
+    Collective,
+    TrafficKind,
+    bus_factor,
+)
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
 from estimator.specs import RECOMPUTE_CODE, Fidelity, Recompute, Scenario
 from estimator.traffic import (
@@ -28,22 +34,42 @@ class Breakdown:
     bubble_s: float
     embedding_sync_s: float
     expert_s: float
+    optimizer_s: float = 0.0  # the optimizer step (detailed fidelity)
 
     @property
     def iteration_s(self) -> float:
-        return sum(self.as_dict().values())
+        return (
+            self.compute_s
+            + self.tp_s
+            + self.cp_s
+            + self.pp_s
+            + self.dp_s
+            + self.bubble_s
+            + self.embedding_sync_s
+            + self.expert_s
+            + self.optimizer_s
+        )
 
     @property
     def communication_s(self) -> float:
         return self.tp_s + self.cp_s + self.pp_s + self.dp_s + self.embedding_sync_s + self.expert_s
 
     def as_dict(self) -> dict[str, float]:
-        return {name: getattr(self, f"{name}_s") for name in TERMS}
+        return {name: getattr(self, field) for name, field in _TERM_FIELDS}
+
+
+_TERM_FIELDS = tuple((name, f"{name}_s") for name in TERMS)
+_KIND_VALUES = tuple(kind.value for kind in TrafficKind)
 
 
 @dataclass(frozen=True, slots=True)
 class CollectiveUse:
-    """One collective of the iteration: what the bandwidth provider was asked and answered."""
+    """One collective of the iteration: what the bandwidth provider was asked and answered.
+
+    ``method`` and ``source`` (the answer's provenance) are asked of the provider when first
+    read, not while estimating: most callers of the engine (sweeps, fits, checks) never read
+    them, and the explanation costs more than the number.
+    """
 
     kind: TrafficKind  # the group it runs over (and whose bandwidth it gets)
     term: str  # the breakdown term its time is charged to
@@ -53,10 +79,28 @@ class CollectiveUse:
     size_bytes: float
     calls_per_iteration: float
     busbw_gbps: float
-    method: str
-    source: str
     time_per_call_s: float
     link_time_s: float
+    provider: BandwidthProvider = field(repr=False, compare=False)
+    _answer: list[BandwidthAnswer] = field(default_factory=list, repr=False, compare=False)
+
+    def explain(self) -> BandwidthAnswer:
+        """The provider's answer for this collective, with its provenance (asked once)."""
+        if not self._answer:
+            self._answer.append(
+                self.provider.explain(self.kind, self.op, self.ranks, self.nodes, self.size_bytes)
+            )
+        return self._answer[0]
+
+    @property
+    def method(self) -> str:
+        """How the bandwidth was obtained (fixed, measured, interpolated, ..., nominal)."""
+        return self.explain().method
+
+    @property
+    def source(self) -> str:
+        """Which run or figure the bandwidth came from."""
+        return self.explain().source
 
     @property
     def bytes_per_iteration(self) -> float:
@@ -163,6 +207,9 @@ def run_kernel(scenario: Scenario) -> KernelResult:
         gpu_memory_bytes=c.gpu_memory_bytes,
         memory_bandwidth_gbps=c.memory_bandwidth_gbps,
         memory_traffic_factor=c.memory_traffic_factor,
+        gemm_traffic_factor=c.gemm_traffic_factor,
+        fp8_utilization=c.fp8_utilization,
+        flash2_efficiency=c.flash2_efficiency,
     )
 
 
@@ -171,33 +218,44 @@ def estimate(scenario: Scenario) -> Estimate:
     k = run_kernel(scenario)
     m = float(k.micro_batches)
     uses: list[CollectiveUse] = []
-    traffic: dict[str, float] = {kind.value: 0.0 for kind in TrafficKind}
+    traffic: dict[str, float] = dict.fromkeys(_KIND_VALUES, 0.0)
+    provider = scenario.cluster.bandwidth
     for call in k.calls:
         count = float(call.count) * (m if call.per_microbatch else 1.0)
         ranks = int(call.ranks)
-        if count == 0.0 or ranks <= 1 or float(call.size_bytes) == 0.0:
+        size = float(call.size_bytes)
+        if count == 0.0 or ranks <= 1 or size == 0.0:
             continue
-        answer = scenario.cluster.bandwidth.explain(
-            call.kind, call.op, ranks, int(call.nodes), float(call.size_bytes)
+        per_call = float(call.time_per_call_s)
+        uses.append(
+            CollectiveUse(
+                kind=call.kind,
+                term=call.term,
+                op=call.op,
+                ranks=ranks,
+                nodes=int(call.nodes),
+                size_bytes=size,
+                calls_per_iteration=count,
+                busbw_gbps=float(call.busbw_gbps),
+                time_per_call_s=per_call,
+                link_time_s=per_call * count,
+                provider=provider,
+            )
         )
-        use = CollectiveUse(
-            kind=call.kind,
-            term=call.term,
-            op=call.op,
-            ranks=ranks,
-            nodes=int(call.nodes),
-            size_bytes=float(call.size_bytes),
-            calls_per_iteration=count,
-            busbw_gbps=float(call.busbw_gbps),
-            method=answer.method,
-            source=answer.source,
-            time_per_call_s=float(call.time_per_call_s),
-            link_time_s=float(call.time_per_call_s) * count,
-        )
-        uses.append(use)
-        traffic[call.kind.value] += use.bytes_per_iteration
+        traffic[call.kind.value] += float(bus_factor(call.op, float(ranks))) * size * count
 
-    breakdown = Breakdown(**{f"{name}_s": float(k.terms[name]) for name in TERMS})
+    terms = k.terms
+    breakdown = Breakdown(
+        float(terms["compute"]),
+        float(terms["tp"]),
+        float(terms["cp"]),
+        float(terms["pp"]),
+        float(terms["dp"]),
+        float(terms["bubble"]),
+        float(terms["embedding_sync"]),
+        float(terms["expert"]),
+        float(terms["optimizer"]),
+    )
     t_iter = breakdown.iteration_s
     gpus = scenario.layout.gpus
     peak = scenario.cluster.peak_flops
@@ -256,79 +314,7 @@ def assumptions(scenario: Scenario) -> list[str]:
         if model.is_moe:
             out.append("paper fidelity treats the MoE model as dense")
     else:
-        out += [
-            "fidelity=detailed: per-stage FLOPs with the attention s² term (SC21 appendix); "
-            "the logit layer runs on the last stage, which sets the pipeline's pace",
-            f"recompute={tr.recompute.value}: "
-            + {
-                Recompute.FULL: "every layer's forward is replayed, with its 2 TP all-reduces",
-                Recompute.SELECTIVE: "the attention core (Q·Kᵀ, attention·V) is replayed "
-                "(Korthikanti et al. 2022)",
-                Recompute.NONE: "nothing is replayed",
-            }[tr.recompute],
-            "TP: one more all-reduce per micro-batch for the output layer's input gradient",
-            "FlashAttention: the s² attention scores are neither stored nor streamed"
-            if tr.flash_attention
-            else "no FlashAttention: the s² attention scores are materialised (activation "
-            "memory and, with γ > 0, HBM traffic)",
-            "bandwidth per collective from the provider at its actual message size, rank "
-            "count and nodes spanned (rank order " + lay.rank_order + ")",
-            "memory: mixed-precision Adam (2+4+12 bytes/parameter), activations per "
-            "Korthikanti et al. 2022 Table 2 on the first stage with min(p, m) micro-batches "
-            "in flight",
-        ]
-        c = scenario.cluster
-        if c.memory_traffic_factor > 0 and c.memory_bandwidth_gbps:
-            out.append(
-                "compute time = FLOPs/(u·F) + γ·element-wise bytes/HBM bandwidth (roofline "
-                f"refinement; γ={c.memory_traffic_factor:g}, HBM {c.memory_bandwidth_gbps:g} "
-                "GB/s; bytes per Korthikanti et al. 2022 Table 2)"
-            )
-        else:
-            out.append("compute time = FLOPs/(u·F): the paper's scalar utilization")
-        if lay.sequence_parallel and lay.tensor > 1:
-            out.append("sequence parallel: each TP all-reduce is a reduce-scatter + all-gather")
-        if lay.scatter_gather and lay.tensor > 1 and lay.pipeline > 1:
-            out.append(
-                "PP sends use Megatron's scatter/gather: 1/t of the activation per "
-                "send, then an all-gather over the TP group"
-            )
-        if lay.virtual_stages > 1:
-            out.append(
-                f"interleaved schedule: bubble / {lay.virtual_stages}, PP sends × "
-                f"{lay.virtual_stages}"
-            )
-        if lay.zero_stage:
-            out.append(
-                {
-                    1: "ZeRO-1 / distributed optimizer: gradient reduce-scatter + "
-                    "parameter all-gather once per iteration",
-                    2: "ZeRO-2: gradient reduce-scatter every micro-batch, parameter "
-                    "all-gather once per iteration",
-                    3: "ZeRO-3: gradient reduce-scatter and parameter all-gathers "
-                    "(forward, backward, replay) every micro-batch",
-                }[lay.zero_stage]
-            )
-        if model.tied_embeddings and lay.pipeline > 1:
-            out.append(
-                "tied embeddings: all-reduce of the word-embedding gradient between "
-                "the first and last stage once per iteration"
-            )
-        if model.is_moe and lay.expert_parallel > 1:
-            out.append(
-                "MoE: 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer "
-                "and micro-batch over the expert-parallel group, uniform routing"
-            )
-        if lay.overlap_dp:
-            out.append(
-                "DP overlap: gradient reduction hidden behind the last micro-batch's "
-                "backward pass; only the rest is exposed"
-            )
-        if lay.overlap_tp:
-            out.append(
-                "TP overlap: TP collectives hidden behind the layer GEMMs; exposed = "
-                "max(0, T_TP − T_comp)"
-            )
+        out += _detailed_assumptions(scenario)
     if lay.first_stage_layers or lay.last_stage_layers:
         out.append(
             f"uneven pipeline: first stage {lay.first_stage_layers or 'even'}, last stage "
@@ -340,7 +326,140 @@ def assumptions(scenario: Scenario) -> list[str]:
             )
         )
     if lay.virtual_stages == 1 and lay.pipeline > 1:
-        out.append("1F1B schedule: bubble = (p−1)·(T_comp + T_TP + T_PP) per micro-batch")
+        out.append(
+            "1F1B schedule: bubble = (p−1)·(T_comp + T_TP + T_PP) per micro-batch"
+            if scenario.fidelity is Fidelity.PAPER
+            else "1F1B schedule: the slowest stage sets the period T; filling and draining "
+            "the pipeline costs W − T, W the sum of every stage's micro-batch time "
+            "((p−1)·T with equal stages; the whole chain W with one micro-batch)"
+        )
+    return out
+
+
+def _detailed_assumptions(scenario: Scenario) -> list[str]:
+    """The detailed fidelity's modelling choices (estimator.kernel, estimator.compute)."""
+    lay, tr, model, c = scenario.layout, scenario.training, scenario.model, scenario.cluster
+    fw = tr.software
+    out = [
+        "fidelity=detailed: every stage priced operation by operation; the logit layer runs "
+        "on the last stage, the embedding on the first; the slowest stage paces the pipeline",
+        fw.describe(),
+        f"recompute={tr.recompute.value}: "
+        + {
+            Recompute.FULL: "every layer's forward is replayed, with its TP collectives",
+            Recompute.SELECTIVE: "the attention core (Q·Kᵀ, softmax, attention·V) is replayed "
+            "(Korthikanti et al. 2022)",
+            Recompute.NONE: "nothing is replayed",
+        }[tr.recompute],
+        "FlashAttention: fused attention, causal (half the score blocks), backward 2.5x the "
+        "forward FLOPs; the s² scores are neither stored nor streamed"
+        if tr.flash_attention
+        else "no FlashAttention: Q·Kᵀ and attention·V as batched GEMMs with the s² scores "
+        "materialised (activation memory and HBM traffic)",
+        "bandwidth per collective from the provider at its actual message size, rank count "
+        "and nodes spanned (rank order " + lay.rank_order + "); reduce-scatter, all-gather and "
+        "all-reduce each priced on their own curve",
+        "TP per layer: 2 all-reduces forward, 2 backward (input gradients of QKV and FC1); "
+        "the output layer adds its input-gradient all-reduce on the last stage and the "
+        "embedding its output all-reduce on the first",
+        "memory: mixed-precision Adam (2+4+12 bytes/parameter), activations per "
+        "Korthikanti et al. 2022 Table 2 on the first stage with min(p, m) micro-batches "
+        "in flight",
+    ]
+    if c.memory_bandwidth_gbps:
+        out.append(
+            "compute = Σ GEMM FLOPs/(u·F) + c·GEMM operand bytes/HBM + attention + "
+            f"γ·element-wise bytes/HBM (u={c.utilization:g}, c={c.gemm_traffic_factor:g}, "
+            f"γ={c.memory_traffic_factor:g}, HBM {c.memory_bandwidth_gbps:g} GB/s; element-wise "
+            "bytes per Korthikanti et al. 2022 Table 2)"
+        )
+        out.append(
+            "optimizer step: the parameters this GPU owns (sharded by ZeRO ≥ 1) stream "
+            f"{fw.optimizer_bytes_per_parameter:g} B each (+8 B for the FP16 loss-scale "
+            "check) through HBM at 85 % of its bandwidth; gradient accumulation "
+            f"{fw.accumulation_bytes_per_parameter:g} B/parameter per micro-batch; fp32 cross "
+            "entropy 32 B per logit"
+        )
+    else:
+        out.append(
+            "compute = FLOPs/(u·F): no HBM bandwidth given, so the memory-bound work "
+            "(element-wise, optimizer step, gradient accumulation, cross entropy) is not priced"
+        )
+    if tr.precision.value == "fp8":
+        u8 = c.fp8_utilization if c.fp8_utilization is not None else c.utilization
+        out.append(
+            f"FP8: linear-layer GEMMs at the FP8 peak with efficiency u8={u8:g}, 1-byte operands "
+            "and 4 B of casts per input element; attention, logits and router in 16-bit at "
+            "half the FP8 peak; amax bookkeeping is inside the casts' bytes"
+        )
+    if tr.flash_attention and fw.attention_kernel == "flash2":
+        out.append(
+            f"attention kernel FlashAttention-2: {c.flash2_efficiency:g} x the GEMM efficiency "
+            "on this GPU (Shah et al. 2024: FA2 reaches about half of FA3/cuDNN on Hopper)"
+        )
+    if lay.sequence_parallel and lay.tensor > 1:
+        out.append(
+            "sequence parallel: each TP all-reduce is a reduce-scatter + all-gather, and the "
+            "backward pass re-gathers the saved input shard of QKV and FC1 "
+            + (
+                "under their input-gradient GEMMs"
+                if fw.sp_gather_overlap
+                else "(exposed: the framework does not overlap it)"
+            )
+        )
+    if lay.scatter_gather and fw.pp_scatter_gather and lay.tensor > 1 and lay.pipeline > 1:
+        out.append(
+            "PP sends use Megatron's scatter/gather: 1/t of the activation per send, then an "
+            "all-gather over the TP group"
+        )
+    if lay.virtual_stages > 1:
+        out.append(
+            f"interleaved schedule: fill and drain / {lay.virtual_stages}, PP sends × "
+            f"{lay.virtual_stages}"
+        )
+    if lay.zero_stage:
+        per_mb = "every micro-batch" if fw.grad_reduce_per_microbatch else "once per iteration"
+        out.append(
+            {
+                1: "ZeRO-1 / distributed optimizer: gradient reduce-scatter + parameter "
+                "all-gather once per iteration",
+                2: f"ZeRO-2: gradient reduce-scatter {per_mb}, parameter all-gather once "
+                "per iteration",
+                3: f"ZeRO-3: each layer's parameters all-gathered before its forward and its "
+                f"backward ({fw.zero3_gathers_per_layer} collective(s) per layer"
+                + (", again for a replay" if fw.zero3_regather_for_recompute else "")
+                + "), "
+                + ("prefetched under the previous layer" if fw.fsdp_prefetch else "not prefetched")
+                + f"; gradient reduce-scatter {per_mb}",
+            }[lay.zero_stage]
+        )
+    if model.tied_embeddings and lay.pipeline > 1:
+        out.append(
+            "tied embeddings: all-reduce of the word-embedding gradient between the first and "
+            "last stage once per iteration"
+        )
+    if model.is_moe:
+        load = tr.moe_capacity_factor or 1.0
+        out.append(
+            "MoE: router GEMM, token permutation through HBM, expert GEMMs of "
+            f"ep·b·s·top_k/E tokens per local expert scaled by the load factor {load:g} "
+            + ("(given)" if tr.moe_capacity_factor else "(balanced routing assumed)")
+            + "; 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer"
+        )
+    if lay.overlap_dp or fw.overlap_grad_reduce:
+        out.append(
+            "DP overlap: gradient reduction hidden behind the last micro-batch's backward "
+            "pass; only the rest is exposed"
+        )
+    if lay.overlap_tp or fw.tp_comm_overlap:
+        out.append(
+            "TP overlap: a layer's TP collectives run under its GEMMs; exposed = "
+            "max(0, T_TP − T_GEMM)"
+        )
+    out.append(
+        "not modelled: kernel-launch and host (Python) overheads, GPU clock throttling beyond "
+        "the fitted u, NCCL's use of SMs while overlapping, network congestion"
+    )
     return out
 
 

@@ -12,6 +12,7 @@ selective recompute, activation memory, Table 2).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,20 +20,22 @@ import numpy as np
 from estimator.bandwidth import (
     BandwidthProvider,
     Collective,
+    FloatArray,
     Num,
     TrafficKind,
     bus_factor,
 )
+from estimator.compute import Roofline, layer_times, logits_s, logits_wgrad_s
 from estimator.flops import (
     attention_core_forward_flops,
     embedding_parameters,
-    layer_forward_flops,
     layer_parameters,
     logit_forward_flops,
     megatron_parameters,
     model_forward_flops,
     model_parameters,
 )
+from estimator.frameworks import FP16_UNSCALE_BYTES
 from estimator.specs import (
     BYTES_PER_ELEMENT,
     Fidelity,
@@ -42,7 +45,8 @@ from estimator.specs import (
     parse_rank_order,
 )
 
-TERMS = ("compute", "tp", "cp", "pp", "dp", "bubble", "embedding_sync", "expert")
+# The breakdown's named terms (a contract: terms are added, never renamed).
+TERMS = ("compute", "tp", "cp", "pp", "dp", "bubble", "embedding_sync", "expert", "optimizer")
 
 
 _ARRAY = np.ndarray
@@ -72,6 +76,14 @@ def _eq(a: Num, b: float) -> Num:
         flags: Num = (a == b).astype(np.float64)
         return flags
     return 1.0 if a == b else 0.0
+
+
+def _ge(a: Num, b: Num) -> Num:
+    """1.0 where a >= b else 0.0."""
+    if type(a) is _ARRAY or type(b) is _ARRAY:
+        flags: Num = (np.asarray(a) >= b).astype(np.float64)
+        return flags
+    return 1.0 if a >= b else 0.0
 
 
 def _gt(a: Num, b: Num) -> Num:
@@ -140,6 +152,8 @@ class KernelResult:
     gpu_parameters: Num
     model_flops: float
     hardware_flops: Num
+    dense_gpu_parameters: Num = 0.0
+    expert_gpu_parameters: Num = 0.0
     memory: dict[str, Num] = field(default_factory=dict)
 
     @property
@@ -152,7 +166,12 @@ class KernelResult:
 
 def nodes_spanned(ranks: Num, stride: Num, gpus_per_node: float) -> Num:
     """Nodes spanned by ranks 0, σ, ..., (n-1)σ: min(n, ⌊(n-1)σ/g⌋ + 1)."""
-    return _min(ranks, (ranks - 1.0) * stride // gpus_per_node + 1.0)
+    span = (ranks - 1.0) * stride
+    if type(span) is _ARRAY:
+        # Integer-valued floats: floor(x/g) is x // g exactly, and numpy's float floor_divide
+        # is several times slower.
+        return np.minimum(ranks, np.floor(span / gpus_per_node) + 1.0)
+    return _min(ranks, span // gpus_per_node + 1.0)
 
 
 def _strides(order: tuple[str, ...], sizes: dict[str, Num]) -> dict[str, Num]:
@@ -178,317 +197,835 @@ def evaluate(
     gpu_memory_bytes: float | None = None,
     memory_bandwidth_gbps: float | None = None,
     memory_traffic_factor: float = 0.0,
+    gemm_traffic_factor: float = 0.0,
+    fp8_utilization: float | None = None,
+    flash2_efficiency: float = 1.0,
 ) -> KernelResult:
-    """All terms of DESIGN.md §4 for the layouts in ``lay`` (scalars or arrays)."""
-    paper = fidelity is Fidelity.PAPER
-    p, t, d, b, v, cp, ep = lay.p, lay.t, lay.d, lay.b, lay.v, lay.cp, lay.ep
-    full = _eq(lay.recompute, 2.0)
-    selective = _eq(lay.recompute, 1.0)
-    sp = lay.sp * _gt(t, 1.0)
-    g = float(gpus_per_node)
-    l, h, s = float(model.num_layers), float(model.hidden_size), float(model.seq_length)
-    vocab = float(model.vocab_size)
-    beta = float(training.activation_bytes)
-    beta_g = float(training.grad_bytes)
-    gb = float(training.global_batch_size)
-    m = gb / (b * d)  # micro-batches per pipeline per iteration (DESIGN.md §2)
-    has_pp = _gt(p, 1.0)
+    """All terms of the iteration time for the layouts in ``lay`` (scalars or arrays).
 
-    order = parse_rank_order(rank_order)
-    stride = _strides(order, {"tp": t, "cp": cp, "dp": d, "pp": p})
-    nodes_tp = nodes_spanned(t, stride["tp"], g)
-    nodes_cp = nodes_spanned(cp, stride["cp"], g)
-    nodes_dp = _min(d * cp, nodes_spanned(d, stride["dp"], g) * nodes_cp)
-    nodes_ep = nodes_spanned(ep, stride["dp"], g)
-    nodes_pp = 1.0 + _gt((p - 1.0) * stride["pp"], g - 1.0)  # any stage boundary off-node
+    ``paper`` fidelity is the seed's formulation exactly (DESIGN.md §4); ``detailed`` prices
+    every operation and collective of the pipeline's stages (see :func:`_detailed`).
+    """
+    ctx = _Context.make(model, training, lay, gpus_per_node, rank_order)
+    if fidelity is Fidelity.PAPER:
+        result = _paper(ctx, peak_flops, utilization, bandwidth)
+    else:
+        roof = Roofline(
+            peak_flops=peak_flops,
+            utilization=utilization,
+            fp8_utilization=fp8_utilization,
+            fp8=training.precision is Precision.FP8,
+            hbm_bytes_per_s=(memory_bandwidth_gbps or 0.0) * 1e9,
+            gemm_traffic_factor=gemm_traffic_factor,
+            elementwise_factor=memory_traffic_factor,
+            attention_efficiency=(
+                flash2_efficiency if training.software.attention_kernel == "flash2" else 1.0
+            ),
+            fused_elementwise=training.software.fused_elementwise,
+        )
+        result = _detailed(ctx, roof, bandwidth)
+    forward, logits, core = _iteration_flops(model, ctx.gb * ctx.s)
+    model_flops = 3.0 * forward
+    replay_total = ctx.full * (forward - logits) + ctx.selective * ctx.l * core
+    result.model_flops = float(model_flops)
+    result.hardware_flops = model_flops + replay_total
+    result.memory = _memory(
+        model,
+        training,
+        lay,
+        ctx.m,
+        result.dense_gpu_parameters,
+        result.expert_gpu_parameters,
+        gpu_memory_bytes,
+        ctx.first_layers,
+    )
+    return result
 
-    calls: list[Call] = []
 
-    def add(
+@functools.lru_cache(maxsize=256)
+def _iteration_flops(model: ModelSpec, tokens: float) -> tuple[float, float, float]:
+    """Forward FLOPs of the model, of its logit layer and of one layer's attention core over
+    ``tokens`` tokens (a per-model constant: computed once per model and batch)."""
+    return (
+        float(model_forward_flops(model, tokens)),
+        float(logit_forward_flops(model, tokens)),
+        float(attention_core_forward_flops(model, tokens, float(model.seq_length))),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _parameter_counts(model: ModelSpec) -> tuple[float, float, float, float, float]:
+    """(total, embedding, dense layer, MoE layer's attention+norms+router, its experts)."""
+    total = model_parameters(model)
+    emb = embedding_parameters(model)
+    dense = layer_parameters(model, moe=False)
+    if not model.is_moe:
+        return total, emb, dense, 0.0, 0.0
+    shared = _attention_ln_parameters(model) + float(model.hidden_size) * model.moe_num_experts
+    return total, emb, dense, shared, layer_parameters(model, moe=True) - shared
+
+
+@dataclass(slots=True)
+class _Context:
+    """What both fidelities derive from the inputs: sizes, flags, placement, stage layers."""
+
+    model: ModelSpec
+    training: TrainingSpec
+    lay: LayoutVars
+    full: Num
+    selective: Num
+    sp: Num
+    l: float
+    h: float
+    s: float
+    beta: float
+    beta_g: float
+    gb: float
+    m: Num
+    has_pp: Num
+    nodes_tp: Num
+    nodes_cp: Num
+    nodes_dp: Num
+    nodes_ep: Num
+    nodes_pp: Num
+    first_layers: Num
+    mid_layers: Num
+    last_layers: Num
+    middle_stages: Num
+
+    @classmethod
+    def make(
+        cls,
+        model: ModelSpec,
+        training: TrainingSpec,
+        lay: LayoutVars,
+        gpus_per_node: int,
+        rank_order: str,
+    ) -> _Context:
+        p, t, d, b, cp, ep = lay.p, lay.t, lay.d, lay.b, lay.cp, lay.ep
+        g = float(gpus_per_node)
+        l = float(model.num_layers)
+        order = parse_rank_order(rank_order)
+        stride = _strides(order, {"tp": t, "cp": cp, "dp": d, "pp": p})
+        nodes_cp = nodes_spanned(cp, stride["cp"], g)
+        # Layers per stage: an even split, or Megatron's uneven first/last stages
+        # (--decoder-first/last-pipeline-num-layers) with the rest spread evenly in between.
+        has_first, has_last = _gt(lay.first_layers, 0.0), _gt(lay.last_layers, 0.0)
+        middle_stages = p - has_first - has_last
+        mid_layers = (l - lay.first_layers - lay.last_layers) / _max(middle_stages, 1.0)
+        return cls(
+            model=model,
+            training=training,
+            lay=lay,
+            full=_eq(lay.recompute, 2.0),
+            selective=_eq(lay.recompute, 1.0),
+            sp=lay.sp * _gt(t, 1.0),
+            l=l,
+            h=float(model.hidden_size),
+            s=float(model.seq_length),
+            beta=float(training.activation_bytes),
+            beta_g=float(training.grad_bytes),
+            gb=float(training.global_batch_size),
+            m=float(training.global_batch_size) / (b * d),  # DESIGN.md §2
+            has_pp=_gt(p, 1.0),
+            nodes_tp=nodes_spanned(t, stride["tp"], g),
+            nodes_cp=nodes_cp,
+            nodes_dp=_min(d * cp, nodes_spanned(d, stride["dp"], g) * nodes_cp),
+            nodes_ep=nodes_spanned(ep, stride["dp"], g),
+            nodes_pp=1.0 + _gt((p - 1.0) * stride["pp"], g - 1.0),  # a stage boundary off-node
+            first_layers=_where(has_first, lay.first_layers, mid_layers),
+            mid_layers=mid_layers,
+            last_layers=_where(has_last, lay.last_layers, mid_layers),
+            middle_stages=middle_stages,
+        )
+
+
+class _Pricer:
+    """Asks the bandwidth provider once per distinct collective and remembers the calls."""
+
+    def __init__(self, bandwidth: BandwidthProvider) -> None:
+        self.bandwidth = bandwidth
+        self.calls: list[Call] = []
+
+    def time(
+        self,
         kind: TrafficKind,
         op: Collective,
         ranks: Num,
         nodes: Num,
         size: Num,
+        needed: Num = 1.0,
+    ) -> tuple[Num, Num]:
+        """(busbw, seconds per call); (0, 0) where the call never happens in any layout."""
+        # A call that never happens (nothing needs it, no bytes, or a group of one) costs
+        # exactly 0: no question to the provider, on one layout or on all of a sweep's.
+        if type(ranks) is float and type(size) is float and type(needed) is float:
+            if needed == 0.0 or size == 0.0 or ranks <= 1.0:
+                return _NEVER
+            busbw = self.bandwidth.busbw_gbps(kind, op, ranks, nodes, size)
+            return busbw, bus_factor(op, ranks) * size / (busbw * 1e9)
+        asked = (np.asarray(needed) != 0.0) & (np.asarray(size) != 0.0) & (np.asarray(ranks) > 1.0)
+        if not asked.any():
+            return _NEVER
+        if asked.all() or asked.mean() > _SUBSET_QUERY_BELOW:
+            busbw = self.bandwidth.busbw_gbps(kind, op, _max(ranks, 2.0), nodes, size)
+        else:
+            # Ask only about the layouts that run this collective; the others get a placeholder
+            # bandwidth (their count is 0, so it never reaches a term).
+            shape = asked.shape
+            where = np.flatnonzero(asked)
+            answer = self.bandwidth.busbw_gbps(
+                kind,
+                op,
+                np.broadcast_to(_max(ranks, 2.0), shape)[where],
+                np.broadcast_to(nodes, shape)[where],
+                np.broadcast_to(size, shape)[where],
+            )
+            full_answer = np.ones(shape)
+            full_answer[where] = answer
+            busbw = full_answer
+        seconds = bus_factor(op, ranks) * size / (busbw * 1e9)
+        return busbw, seconds
+
+    def record(
+        self,
+        kind: TrafficKind,
+        op: Collective,
+        ranks: Num,
+        nodes: Num,
+        size: Num,
+        priced: tuple[Num, Num],
         count: Num,
         per_mb: bool,
         term: str = "",
     ) -> None:
-        # A call that never happens (no count, no bytes, or a group of one) adds exactly 0
-        # to every term: skip it, on one layout or on all of a sweep's.
-        if type(count) is _ARRAY:
-            if not count.any():
-                return
-        elif count == 0.0:
+        """A collective of the critical stage for the report (skipped when it never runs)."""
+        if priced is _NEVER or not _any(count):
             return
-        if type(size) is _ARRAY:
-            if not size.any():
-                return
-        elif size == 0.0:
-            return
-        if type(ranks) is _ARRAY:
-            if not (ranks > 1.0).any():
-                return
-        elif ranks <= 1.0:
-            return
-        calls.append(Call(kind, op, ranks, nodes, size, count, per_mb, term))
+        call = Call(kind, op, ranks, nodes, size, count, per_mb, term)
+        call.busbw_gbps, call.time_per_call_s = priced
+        self.calls.append(call)
 
+
+_NEVER: tuple[Num, Num] = (0.0, 0.0)  # a collective no layout runs
+# A sweep asks the provider only about the layouts that run a collective when fewer than this
+# fraction do (the gather and scatter cost less than the provider's work on the others).
+_SUBSET_QUERY_BELOW = 0.75
+
+
+def _any(x: Num) -> bool:
+    if type(x) is _ARRAY:
+        return bool(x.any())
+    return x != 0.0
+
+
+def _paper(
+    ctx: _Context, peak_flops: float, utilization: Num, bandwidth: BandwidthProvider
+) -> KernelResult:
+    """The seed's formulation (DESIGN.md §4), unchanged: scalar u, one C per kind."""
+    model, lay = ctx.model, ctx.lay
+    p, t, d, b, v = lay.p, lay.t, lay.d, lay.b, lay.v
     n_params = (
         megatron_parameters(model) if model.num_parameters is None else float(model.num_parameters)
     )
-    moe_layers = float(model.num_moe_layers)
-    dense_layers = l - moe_layers
-    # Layers per stage: an even split, or Megatron's uneven first/last stages
-    # (--decoder-first/last-pipeline-num-layers) with the rest spread evenly in between.
-    has_first, has_last = _gt(lay.first_layers, 0.0), _gt(lay.last_layers, 0.0)
-    middle_stages = p - has_first - has_last
-    mid_layers = (l - lay.first_layers - lay.last_layers) / _max(middle_stages, 1.0)
-    first_layers = _where(has_first, lay.first_layers, mid_layers)
-    last_layers = _where(has_last, lay.last_layers, mid_layers)
-
-    if paper:
-        # The seed: FLOP_mb = 8·N/(p·t)·b·s (6 without full recompute).
-        flops_mb = (6.0 + 2.0 * full) * n_params / (p * t) * b * s
-        s_act = beta * b * s * h
-        add(TrafficKind.TP, Collective.ALL_REDUCE, t, nodes_tp, s_act, l / p * 4.0, True)
-        add(
-            TrafficKind.PP,
-            Collective.SENDRECV,
-            2.0 + 0.0 * p,
-            nodes_pp,
-            s_act,
-            2.0 * v * has_pp,
-            True,
-        )
-        add(
-            TrafficKind.DP,
-            Collective.ALL_REDUCE,
-            d,
-            nodes_dp,
-            beta_g * n_params / (p * t),
-            1.0 + 0.0 * p,
-            False,
-        )
-        gpu_params: Num = n_params / (p * t)
-        dense_gpu_params: Num = gpu_params
-        expert_gpu_params: Num = 0.0 * p
-        bwd_fraction: Num = 0.0 * p
-    else:
-        tokens = b * s / cp
-        layer_fwd = dense_layers / l * layer_forward_flops(model, tokens, s, moe=False)
-        if moe_layers:
-            layer_fwd = layer_fwd + moe_layers / l * layer_forward_flops(model, tokens, s, moe=True)
-        logit_fwd = logit_forward_flops(model, tokens)
-        # The pipeline's pace is its slowest stage: the last (its layers + the logit layer)
-        # unless a middle stage has more work (uneven splits give the last stage fewer).
-        middle_paces = _gt(middle_stages, 0.0) * _gt(
-            mid_layers * layer_fwd, last_layers * layer_fwd + logit_fwd
-        )
-        stage_layers = _where(middle_paces, mid_layers, last_layers)
-        logits_here = 1.0 - middle_paces
-        stage_fwd = stage_layers * layer_fwd
-        replay = full * stage_fwd + selective * stage_layers * attention_core_forward_flops(
-            model, tokens, s
-        )
-        flops_mb = (3.0 * stage_fwd + replay + logits_here * 3.0 * logit_fwd) / t
-        bwd_fraction = (2.0 + full) / (3.0 + full)
-
-        s_act = beta * b * (s / cp) * h
-        per_layer = 4.0 + 2.0 * full  # 2 fwd + 2 bwd all-reduces, +2 replayed (SC21 §2.3)
-        # + the output layer's input-gradient all-reduce on the stage with the logits
-        tp_count = stage_layers * per_layer + logits_here
-        add(TrafficKind.TP, Collective.ALL_REDUCE, t, nodes_tp, s_act, tp_count * (1.0 - sp), True)
-        add(TrafficKind.TP, Collective.REDUCE_SCATTER, t, nodes_tp, s_act, tp_count * sp, True)
-        add(TrafficKind.TP, Collective.ALL_GATHER, t, nodes_tp, s_act, tp_count * sp, True)
-
-        kv_bytes = 2.0 * beta * b * s * float(model.kv_hidden) / t
-        add(
-            TrafficKind.CP,
-            Collective.ALL_GATHER,
-            cp,
-            nodes_cp,
-            kv_bytes,
-            stage_layers * (2.0 + full),
-            True,
-        )
-        add(TrafficKind.CP, Collective.REDUCE_SCATTER, cp, nodes_cp, kv_bytes, stage_layers, True)
-
-        split = _max(lay.sg * _gt(t, 1.0), sp)  # scatter/gather or SP: send 1/t of it
-        pp_count = 2.0 * v * has_pp
-        add(
-            TrafficKind.PP,
-            Collective.SENDRECV,
-            2.0 + 0.0 * p,
-            nodes_pp,
-            s_act / _where(split, t, 1.0),
-            pp_count,
-            True,
-        )
-        # The gather after a scattered send runs over the TP group (its fabric, its
-        # traffic) but waits on the pipeline: charged to the pp term.
-        add(
-            TrafficKind.TP,
-            Collective.ALL_GATHER,
-            t,
-            nodes_tp,
-            s_act,
-            pp_count * split * (1.0 - sp),
-            True,
-            term="pp",
-        )
-
-        emb = embedding_parameters(model)
-        dense_layer_params = layer_parameters(model, moe=False)
-        # The stage with the most parameters: the first (it holds the embeddings) or a
-        # fuller middle one.
-        layer_params = dense_layers / l * dense_layer_params
-        expert_stage: Num = 0.0 * p
-        if moe_layers:
-            attn_ln = _attention_ln_parameters(model)
-            router = h * model.moe_num_experts
-            experts = layer_parameters(model, moe=True) - attn_ln - router
-            layer_params = layer_params + moe_layers / l * (attn_ln + router)
-            expert_stage = _max(first_layers, mid_layers) * (moe_layers / l) * experts
-        stage_dense = _max(first_layers * layer_params + emb, mid_layers * layer_params)
-        dense_gpu_params = stage_dense / t
-        expert_gpu_params = expert_stage / (ep * t)
-        gpu_params = dense_gpu_params + expert_gpu_params
-
-        zero = lay.zero
-        z0, z1, z2, z3 = _eq(zero, 0.0), _eq(zero, 1.0), _eq(zero, 2.0), _eq(zero, 3.0)
-        rs_count = z1 + (z2 + z3) * m
-        ag_count = z1 + z2 + z3 * m * (2.0 + full)
-        for params, group in ((dense_gpu_params, d * cp), (expert_gpu_params, d * cp / ep)):
-            nodes = _min(group, nodes_dp)
-            add(TrafficKind.DP, Collective.ALL_REDUCE, group, nodes, beta_g * params, z0, False)
-            add(
-                TrafficKind.DP,
-                Collective.REDUCE_SCATTER,
-                group,
-                nodes,
-                beta_g * params,
-                rs_count,
-                False,
-            )
-            add(TrafficKind.DP, Collective.ALL_GATHER, group, nodes, beta * params, ag_count, False)
-
-        tied = 1.0 if model.tied_embeddings else 0.0
-        add(
-            TrafficKind.EMBEDDING_SYNC,
-            Collective.ALL_REDUCE,
-            2.0 + 0.0 * p,
-            nodes_pp,
-            beta_g * vocab * h / t,
-            tied * has_pp,
-            False,
-        )
-
-        if moe_layers:
-            a2a_bytes = beta * b * (s / cp) * h * model.moe_top_k / _where(sp, t, 1.0)
-            add(
-                TrafficKind.EXPERT,
-                Collective.ALLTOALL,
-                ep,
-                nodes_ep,
-                a2a_bytes,
-                stage_layers * (moe_layers / l) * (4.0 + 2.0 * full),
-                True,
-            )
-
-    u = utilization
-    compute_mb = flops_mb / (u * peak_flops)
-    if not paper and memory_traffic_factor > 0.0 and memory_bandwidth_gbps:
-        # Roofline refinement: element-wise passes move γ · activation bytes through HBM;
-        # per layer s·b·h·(10 + 24/t) (SP: 34/t) plus the attention part 5·a·s/h/t
-        # (Korthikanti et al. 2022 Table 2), scaled to β bytes; 3 passes (+1 replayed).
-        sbh = b * (s / cp) * h
-        linear = _where(sp, 34.0 / t, 10.0 + 24.0 / t) * sbh
-        # FlashAttention never materialises the s² scores: no attention part.
-        flash = 0.0 if training.flash_attention else 1.0
-        attention = flash * 5.0 * float(model.num_attention_heads) * s / h / t * sbh
-        passes = 3.0 + full
-        elementwise_bytes = (
-            memory_traffic_factor
-            * (beta / 2.0)
-            * stage_layers
-            * (passes * linear + (passes + selective) * attention)
-        )
-        compute_mb = compute_mb + elementwise_bytes / (memory_bandwidth_gbps * 1e9)
-
-    # Ask the provider once per call; groups of one rank ask for 2 (their factor is 0).
-    per_mb: dict[str, Num] = {k.value: 0.0 for k in TrafficKind}
-    per_it: dict[str, Num] = {k.value: 0.0 for k in TrafficKind}
-    for c in calls:
-        c.busbw_gbps = bandwidth.busbw_gbps(c.kind, c.op, _max(c.ranks, 2.0), c.nodes, c.size_bytes)
-        c.time_per_call_s = bus_factor(c.op, c.ranks) * c.size_bytes / (c.busbw_gbps * 1e9)
-        target = per_mb if c.per_microbatch else per_it
-        target[c.term] = target[c.term] + c.time_per_call_s * c.count
-
-    tp_link_mb = per_mb["tp"]
-    tp_mb = tp_link_mb
-    if not paper:
-        # TP overlap (off by default): collectives hidden behind the layer GEMMs.
-        tp_mb = _where(lay.overlap_tp, _max(tp_link_mb - compute_mb, 0.0), tp_link_mb)
-    pp_mb = per_mb["pp"]
-    cp_mb = per_mb["cp"]
-    ep_mb = per_mb["expert"]
-    dp_link = per_it["dp"]
-    # DP overlap (off by default): hidden behind the backward of the last micro-batch.
-    dp = _where(lay.overlap_dp, _max(dp_link - bwd_fraction * compute_mb, 0.0), dp_link)
-
-    bubble_mb = compute_mb + tp_mb + pp_mb
-    if not paper:
-        bubble_mb = bubble_mb + cp_mb + ep_mb
+    pricer = _Pricer(bandwidth)
+    # The seed: FLOP_mb = 8·N/(p·t)·b·s (6 without full recompute).
+    flops_mb = (6.0 + 2.0 * ctx.full) * n_params / (p * t) * b * ctx.s
+    s_act = ctx.beta * b * ctx.s * ctx.h
+    tp_count = ctx.l / p * 4.0
+    tp = pricer.time(TrafficKind.TP, Collective.ALL_REDUCE, t, ctx.nodes_tp, s_act)
+    pricer.record(TrafficKind.TP, Collective.ALL_REDUCE, t, ctx.nodes_tp, s_act, tp, tp_count, True)
+    pp_count = 2.0 * v * ctx.has_pp
+    pp_ranks = 2.0 + 0.0 * p
+    pp = pricer.time(
+        TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, s_act, needed=pp_count
+    )
+    pricer.record(
+        TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, s_act, pp, pp_count, True
+    )
+    dp_size = ctx.beta_g * n_params / (p * t)
+    dp = pricer.time(TrafficKind.DP, Collective.ALL_REDUCE, d, ctx.nodes_dp, dp_size)
+    pricer.record(
+        TrafficKind.DP, Collective.ALL_REDUCE, d, ctx.nodes_dp, dp_size, dp, 1.0 + 0.0 * p, False
+    )
+    compute_mb = flops_mb / (utilization * peak_flops)
+    tp_mb = tp[1] * tp_count
+    pp_mb = pp[1] * pp_count
+    dp_link = dp[1] * 1.0
+    m = ctx.m
+    zero: Num = 0.0 * p
     terms: dict[str, Num] = {
         "compute": m * compute_mb,
         "tp": m * tp_mb,
-        "cp": m * cp_mb,
-        "pp": m * pp_mb,
-        "dp": dp,
-        "bubble": (p - 1.0) / v * bubble_mb,  # (p-1)/v · (T_comp + T_TP + T_PP) per micro-batch
-        "embedding_sync": per_it["embedding_sync"],
-        "expert": m * ep_mb,
-    }
-    link_s: dict[str, Num] = {
-        "tp": m * tp_link_mb,
-        "cp": m * cp_mb,
+        "cp": m * zero,
         "pp": m * pp_mb,
         "dp": dp_link,
-        "embedding_sync": per_it["embedding_sync"],
-        "expert": m * ep_mb,
+        # (p-1)/v · (T_comp + T_TP + T_PP) per micro-batch
+        "bubble": (p - 1.0) / v * (compute_mb + tp_mb + pp_mb),
+        "embedding_sync": 0.0 * p,
+        "expert": m * zero,
+        "optimizer": zero,
     }
-
-    tokens_it = gb * s
-    model_flops = 3.0 * model_forward_flops(model, tokens_it)
-    replay_total = full * (
-        model_forward_flops(model, tokens_it) - logit_forward_flops(model, tokens_it)
-    ) + selective * l * attention_core_forward_flops(model, tokens_it, s)
-    hardware_flops = model_flops + replay_total
-
-    result = KernelResult(
+    link_s: dict[str, Num] = {
+        "tp": m * tp_mb,
+        "cp": m * zero,
+        "pp": m * pp_mb,
+        "dp": dp_link,
+        "embedding_sync": 0.0 * p,
+        "expert": m * zero,
+    }
+    gpu_params = n_params / (p * t)
+    return KernelResult(
         terms=terms,
         link_s=link_s,
         micro_batches=m,
         compute_mb_s=compute_mb,
         tp_mb_s=tp_mb,
         pp_mb_s=pp_mb,
-        calls=calls,
-        parameters=n_params if paper else model_parameters(model),
+        calls=pricer.calls,
+        parameters=n_params,
         gpu_parameters=gpu_params,
-        model_flops=float(model_flops),
-        hardware_flops=hardware_flops,
+        model_flops=0.0,
+        hardware_flops=0.0,
+        dense_gpu_parameters=gpu_params,
+        expert_gpu_parameters=0.0 * p,
     )
-    result.memory = _memory(
+
+
+def _avg(dense: Num, moe: Num, frac: float) -> Num:
+    """Per-layer average over the stage's dense and MoE layers (MoE layers spread evenly)."""
+    if frac == 0.0:
+        return dense
+    return (1.0 - frac) * dense + frac * moe
+
+
+def _times(a: Num, b: Num) -> Num:
+    """a·b, and exactly 0.0 without an array operation when b is the scalar 0."""
+    if type(b) is not _ARRAY and b == 0.0:
+        return 0.0
+    return a * b
+
+
+def _hide(comm: Num, budget: Num, on: bool) -> Num:
+    """Exposed time of a collective overlapped with ``budget`` seconds of compute."""
+    return _max(comm - budget, 0.0) if on else comm
+
+
+def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> KernelResult:
+    """Every operation and collective of the pipeline's stages, with the framework's overlaps.
+
+    Per micro-batch each stage costs T_stage = compute + exposed TP + CP + EP + PP (+ ZeRO-3
+    gathers); the pipeline runs at the slowest stage T and fills and drains through all of them:
+    T_iter = m·T + (W − T)/v + DP + optimizer + embedding sync, W = Σ T_stage. With equal
+    stages (W = p·T) the fill-and-drain is the usual (p−1)/v·T (SC21 §2.2); with one
+    micro-batch it is the whole chain W.
+    """
+    model, training, lay = ctx.model, ctx.training, ctx.lay
+    fw = training.software
+    p, t, d, b, v, cp, ep = lay.p, lay.t, lay.d, lay.b, lay.v, lay.cp, lay.ep
+    full, selective, sp, m, has_pp = ctx.full, ctx.selective, ctx.sp, ctx.m, ctx.has_pp
+    l, h, s, beta, beta_g = ctx.l, ctx.h, ctx.s, ctx.beta, ctx.beta_g
+    vocab = float(model.vocab_size)
+    moe_frac = float(model.num_moe_layers) / l
+    pricer = _Pricer(bandwidth)
+
+    # --- compute per layer and micro-batch (estimator.compute) -----------------------------
+    flash = training.flash_attention
+    imbalance = training.moe_capacity_factor or 1.0
+    dense = layer_times(
         model,
-        training,
-        lay,
-        m,
-        dense_gpu_params,
-        expert_gpu_params,
-        gpu_memory_bytes,
-        first_layers,
+        roof,
+        b=b,
+        t=t,
+        cp=cp,
+        sp=sp,
+        beta=beta,
+        flash=flash,
+        moe=False,
+        imbalance=1.0,
+        ep=ep,
     )
-    return result
+    moe = (
+        layer_times(
+            model,
+            roof,
+            b=b,
+            t=t,
+            cp=cp,
+            sp=sp,
+            beta=beta,
+            flash=flash,
+            moe=True,
+            imbalance=imbalance,
+            ep=ep,
+        )
+        if moe_frac
+        else dense
+    )
+    layer_fwd = _avg(dense.forward(), moe.forward(), moe_frac)
+    layer_bwd = _avg(dense.backward(), moe.backward(), moe_frac)
+    layer_replay = _avg(dense.replay(full, selective), moe.replay(full, selective), moe_frac)
+    layer_comp = layer_fwd + layer_bwd + layer_replay
+    layer_gemm = _avg(dense.gemm(full), moe.gemm(full), moe_frac)
+    layer_attention = (
+        (2.0 + full + selective) * dense.attention_fwd + dense.attention_bwd - (dense.attention_fwd)
+    )  # forward, backward and replayed attention: the CP ring's budget
+    qkv = dense.qkv_fwd
+    fc1 = _avg(dense.fc1_fwd, moe.fc1_fwd, moe_frac)
+    logits = logits_s(model, roof, b=b, t=t, cp=cp, beta=beta)
+    logits_wgrad = logits_wgrad_s(model, roof, b=b, t=t, cp=cp, beta=beta)
+
+    # --- parameters per GPU of each stage --------------------------------------------------
+    total_params, emb, dense_layer, moe_shared, experts = _parameter_counts(model)
+    layer_params = dense_layer / t
+    expert_layer: Num = 0.0 * p
+    if moe_frac:
+        layer_params = (1.0 - moe_frac) * layer_params + moe_frac * moe_shared / t
+        expert_layer = moe_frac * experts / (ep * t)
+    output_params = vocab * h / t  # the logit layer's weights (or the tied copy) on the last stage
+    first_dense = (
+        ctx.first_layers * layer_params
+        + emb / t
+        + (1.0 - has_pp) * (0.0 if model.tied_embeddings else output_params)
+    )
+    mid_dense = ctx.mid_layers * layer_params
+    last_dense = ctx.last_layers * layer_params + output_params
+    # The DP reduction and optimizer step that end the iteration: the stage with the most
+    # parameters (the first, which finishes its backward pass last, or a fuller middle one).
+    dense_gpu = _max(first_dense, mid_dense)
+    expert_gpu = _max(ctx.first_layers, ctx.mid_layers) * expert_layer
+
+    zero = lay.zero
+    z0, z1, z2, z3 = _eq(zero, 0.0), _eq(zero, 1.0), _eq(zero, 2.0), _eq(zero, 3.0)
+    dense_shard = d * cp
+    expert_shard = d * cp / ep
+    per_mb = 1.0 if fw.grad_reduce_per_microbatch else 0.0
+    # Gradient accumulation through HBM, every micro-batch (sharded first when ZeRO-2/3
+    # reduce-scatters every micro-batch).
+    acc_scale = 1.0 - (z2 + z3) * per_mb * (1.0 - 1.0 / dense_shard)
+    acc_bytes = fw.accumulation_bytes_per_parameter * acc_scale
+
+    def accumulate(dense_params: Num, layers: Num) -> Num:
+        return roof.stream_s(acc_bytes * (dense_params + layers * expert_layer))
+
+    # --- collectives: one question each ------------------------------------------------------
+    s_act = beta * b * (s / cp) * h
+    no_sp = 1.0 - sp
+    tp_ar = pricer.time(TrafficKind.TP, Collective.ALL_REDUCE, t, ctx.nodes_tp, s_act, no_sp)
+    tp_rs = pricer.time(TrafficKind.TP, Collective.REDUCE_SCATTER, t, ctx.nodes_tp, s_act, sp)
+    split = _max(lay.sg * _gt(t, 1.0) * (1.0 if fw.pp_scatter_gather else 0.0), sp)
+    pp_count = 2.0 * v * has_pp
+    pp_gather = pp_count * split * no_sp
+    tp_ag = pricer.time(
+        TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, s_act, sp + pp_gather
+    )
+    ar, rs, ag = tp_ar[1], tp_rs[1], tp_ag[1]
+
+    # TP per layer (SC21 §2.3; Korthikanti et al. 2022 §4.2.2). Without SP: 2 all-reduces
+    # forward, 2 backward (under the QKV and FC1 weight-gradient GEMMs when the framework
+    # overlaps them), 2 more in a full replay. With SP each becomes an all-gather before and a
+    # reduce-scatter after the block; the backward also re-gathers the saved input shard of
+    # QKV and FC1 (under their input-gradient GEMMs when overlapped).
+    wg = fw.tp_overlap_wgrad
+    sg_on = fw.sp_gather_overlap
+    ar_layer = (4.0 + 2.0 * full) * no_sp
+    rs_layer = (4.0 + 2.0 * full) * sp
+    ag_layer = (6.0 + 2.0 * full) * sp
+    tp_link_layer = ar_layer * ar + rs_layer * rs + ag_layer * ag
+    tp_plain_layer = no_sp * ((2.0 + 2.0 * full) * ar + _hide(ar, qkv, wg) + _hide(ar, fc1, wg)) + (
+        sp
+        * (
+            (4.0 + 2.0 * full) * ag
+            + (2.0 + 2.0 * full) * rs
+            + _hide(rs, qkv, wg)
+            + _hide(rs, fc1, wg)
+            + _hide(ag, qkv, sg_on)
+            + _hide(ag, fc1, sg_on)
+        )
+    )
+    # TP communication overlap (userbuffers): every TP collective of a layer runs under its
+    # GEMMs; only what exceeds them is exposed.
+    tp_overlapped = _max(tp_link_layer - layer_gemm, 0.0)
+    tp_exposed_layer = (
+        tp_overlapped
+        if fw.tp_comm_overlap
+        else _where(lay.overlap_tp, tp_overlapped, tp_plain_layer)
+    )
+    # The logit layer (last stage): input-gradient all-reduce (SP: gather forward,
+    # reduce-scatter and re-gather backward); the embedding (first stage): its output
+    # all-reduce (SP: reduce-scatter forward, all-gather backward).
+    logits_tp_link = no_sp * ar + sp * (2.0 * ag + rs)
+    logits_tp = no_sp * _hide(ar, logits_wgrad, wg) + sp * (
+        ag + _hide(rs, logits_wgrad, wg) + _hide(ag, logits_wgrad, sg_on)
+    )
+    emb_tp = no_sp * ar + sp * (rs + ag)
+
+    # CP: all-gather K and V forward (and in a replay and the backward), reduce-scatter their
+    # gradients; under the attention kernels when the framework's ring attention overlaps.
+    kv_bytes = 2.0 * beta * b * s * float(model.kv_hidden) / t
+    cp_ag = cp_rs = _NEVER
+    cp_link_layer: Num = 0.0
+    cp_exposed_layer: Num = 0.0
+    if _any(cp - 1.0):
+        cp_ag = pricer.time(TrafficKind.CP, Collective.ALL_GATHER, cp, ctx.nodes_cp, kv_bytes)
+        cp_rs = pricer.time(TrafficKind.CP, Collective.REDUCE_SCATTER, cp, ctx.nodes_cp, kv_bytes)
+        cp_link_layer = (2.0 + full) * cp_ag[1] + cp_rs[1]
+        cp_exposed_layer = (
+            _max(cp_link_layer - layer_attention, 0.0) if fw.cp_overlap else cp_link_layer
+        )
+
+    # EP: dispatch and combine all-to-alls, 2 forward, 2 backward, 2 more in a full replay.
+    a2a_bytes: Num = 0.0
+    ep_a2a = _NEVER
+    ep_layer: Num = 0.0
+    if moe_frac:
+        a2a_bytes = beta * b * (s / cp) * h * float(model.moe_top_k) / _where(sp, t, 1.0)
+        ep_a2a = pricer.time(
+            TrafficKind.EXPERT, Collective.ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, moe_frac
+        )
+        ep_layer = moe_frac * (4.0 + 2.0 * full) * ep_a2a[1]
+
+    # PP: activation forward, gradient backward, per chunk; 1/t of it with scatter/gather or
+    # SP, then an all-gather over the TP group (charged to pp: the pipeline waits on it).
+    send_bytes = s_act / _where(split, t, 1.0)
+    pp_ranks = 2.0 + 0.0 * p
+    pp_send = pricer.time(
+        TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, send_bytes, pp_count
+    )
+    pp_link = pp_count * pp_send[1] + pp_gather * ag
+
+    # --- data parallel ---------------------------------------------------------------------
+    rs_once = z1 + (z2 + z3) * (1.0 - per_mb)
+    rs_each = (z2 + z3) * per_mb
+    dp_groups = ((dense_gpu, dense_shard), (expert_gpu, expert_shard))
+    dp_ar = [
+        pricer.time(
+            TrafficKind.DP, Collective.ALL_REDUCE, grp, _min(grp, ctx.nodes_dp), beta_g * n, z0
+        )
+        for n, grp in dp_groups
+    ]
+    dp_rs = [
+        pricer.time(
+            TrafficKind.DP,
+            Collective.REDUCE_SCATTER,
+            grp,
+            _min(grp, ctx.nodes_dp),
+            beta_g * n,
+            rs_once + rs_each,
+        )
+        for n, grp in dp_groups
+    ]
+    dp_ag = [
+        pricer.time(
+            TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), beta * n, z1 + z2
+        )
+        for n, grp in dp_groups
+    ]
+    reduce_link = z0 * (dp_ar[0][1] + dp_ar[1][1]) + rs_once * (dp_rs[0][1] + dp_rs[1][1])
+    reduce_each = rs_each * (dp_rs[0][1] + dp_rs[1][1])  # ZeRO-2/3, every micro-batch
+    gather_link = (z1 + z2) * (dp_ag[0][1] + dp_ag[1][1])
+    # ZeRO-3 / FSDP: each layer's parameters gathered before its forward and its backward (and
+    # its replay where the framework re-gathers), its gradients reduce-scattered after.
+    gathers = float(fw.zero3_gathers_per_layer)
+    z3_unit = [
+        (layer_params * beta / gathers, dense_shard),
+        (expert_layer * beta / gathers, expert_shard),
+    ]
+    z3_ag = [_NEVER, _NEVER]
+    z3_rs = [_NEVER, _NEVER]
+    z3_gather_layer: Num = 0.0
+    z3_reduce_layer: Num = 0.0
+    regather = full * (1.0 if fw.zero3_regather_for_recompute else 0.0)
+    z3_bwd_layer: Num = 0.0
+    any_z3 = _any(z3)
+    if any_z3:
+        z3_ag = [
+            pricer.time(TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), n, z3)
+            for n, grp in z3_unit
+        ]
+        z3_rs = [
+            pricer.time(
+                TrafficKind.DP,
+                Collective.REDUCE_SCATTER,
+                grp,
+                _min(grp, ctx.nodes_dp),
+                n * beta_g / beta,
+                z3 * per_mb,
+            )
+            for n, grp in z3_unit
+        ]
+        z3_gather_layer = z3 * gathers * (z3_ag[0][1] + z3_ag[1][1])
+        z3_reduce_layer = z3 * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
+        z3_bwd_layer = (1.0 + regather) * z3_gather_layer + z3_reduce_layer
+    ogr = fw.overlap_grad_reduce
+
+    def zero3_exposed(layers: Num) -> Num:
+        """Gathers and reduce-scatters on the critical path of one micro-batch."""
+        if not any_z3:
+            return 0.0
+        if not fw.fsdp_prefetch:
+            return layers * (z3_gather_layer + z3_bwd_layer)
+        # The first layer's gather cannot be prefetched; later ones hide under the previous
+        # layer's compute.
+        rest = _max(layers - 1.0, 0.0)
+        fwd = z3_gather_layer + rest * _max(z3_gather_layer - layer_fwd, 0.0)
+        bwd = z3_bwd_layer + rest * _max(z3_bwd_layer - layer_bwd - layer_replay, 0.0)
+        return fwd + bwd
+
+    # --- the stages ----------------------------------------------------------------------------
+    # Interleaved 1F1B overlaps its sends with compute when the framework does.
+    p2p_overlapped = _gt(v, 1.0) if fw.overlap_p2p and _any(pp_count) else None
+
+    def stage(
+        layers: Num, dense_params: Num, with_logits: Num, with_embedding: float
+    ) -> dict[str, Num]:
+        comp = layers * layer_comp + with_logits * logits + accumulate(dense_params, layers)
+        tp = layers * tp_exposed_layer + with_logits * logits_tp + with_embedding * emb_tp
+        pp_exposed = pp_count * pp_send[1]
+        if p2p_overlapped is not None:
+            pp_exposed = _where(p2p_overlapped, _max(pp_exposed - comp, 0.0), pp_exposed)
+        pp = pp_exposed + pp_gather * ag
+        dp_mb = zero3_exposed(layers)
+        if _any(reduce_each):
+            dp_mb = dp_mb + _hide(reduce_each, layers * layer_bwd, ogr)
+        parts = {
+            "compute": comp,
+            "tp": tp,
+            "cp": _times(layers, cp_exposed_layer),
+            "pp": pp,
+            "expert": _times(layers, ep_layer),
+            "dp": dp_mb,
+        }
+        parts["total"] = comp + tp + parts["cp"] + pp + parts["expert"] + dp_mb
+        parts["tp_link"] = (
+            layers * tp_link_layer + with_logits * logits_tp_link + with_embedding * emb_tp
+        )
+        parts["layers"] = layers
+        return parts
+
+    single = 1.0 - has_pp
+    first = stage(ctx.first_layers, first_dense, single, 1.0)
+    mid = stage(ctx.mid_layers, mid_dense, 0.0, 0.0)
+    last = stage(ctx.last_layers, last_dense, has_pp, 0.0)
+    has_mid = _gt(p, 2.0)
+    t_first, t_mid, t_last = first["total"], has_mid * mid["total"], has_pp * last["total"]
+    first_paces = _ge(t_first, t_mid) * _ge(t_first, t_last)
+    mid_paces = (1.0 - first_paces) * has_mid * _ge(t_mid, t_last)
+
+    if type(first_paces) is _ARRAY or type(mid_paces) is _ARRAY:
+        # 0: the first stage paces, 1: a middle one, 2: the last.
+        which = np.asarray(2.0 - 2.0 * first_paces - mid_paces).astype(np.intp)
+
+        def pace(key: str) -> Num:
+            a, b_, c = first[key], mid[key], last[key]
+            scalars = type(a) is not _ARRAY and type(b_) is not _ARRAY and type(c) is not _ARRAY
+            if scalars and a == b_ == c:
+                return a
+            chosen: FloatArray = np.choose(which, (np.asarray(a), np.asarray(b_), np.asarray(c)))
+            return chosen
+
+    else:
+
+        def pace(key: str) -> Num:
+            return first[key] if first_paces else mid[key] if mid_paces else last[key]
+
+    period = pace("total")
+    chain = t_first + _max(p - 2.0, 0.0) * mid["total"] + t_last
+    compute_mb = pace("compute")
+    tp_mb = pace("tp")
+    pp_mb = pace("pp")
+
+    # The end of the iteration: gradient reduction (hidden under the last micro-batch's
+    # backward pass when the framework overlaps it), the optimizer step over the parameters
+    # this GPU owns, the parameter all-gather (under the next forward pass when overlapped).
+    layers_pace = pace("layers")
+    stage_bwd = layers_pace * layer_bwd
+    stage_fwd = layers_pace * layer_fwd
+    reduce_exposed = _hide(reduce_link, stage_bwd, ogr)
+    if not ogr:
+        reduce_exposed = _where(lay.overlap_dp, _max(reduce_link - stage_bwd, 0.0), reduce_link)
+    gather_exposed = _hide(gather_link, stage_fwd, fw.overlap_param_gather)
+    sharded = 1.0 - z0
+    owned = dense_gpu / _where(sharded, dense_shard, 1.0)
+    if moe_frac:
+        owned = owned + expert_gpu / _where(sharded, expert_shard, 1.0)
+    opt_bytes = fw.optimizer_bytes_per_parameter
+    if training.precision is Precision.FP16 and opt_bytes:
+        opt_bytes = opt_bytes + FP16_UNSCALE_BYTES
+    optimizer = roof.stream_s(owned * opt_bytes)
+
+    tied = 1.0 if model.tied_embeddings else 0.0
+    emb_sync = pricer.time(
+        TrafficKind.EMBEDDING_SYNC,
+        Collective.ALL_REDUCE,
+        pp_ranks,
+        ctx.nodes_pp,
+        beta_g * vocab * h / t,
+        tied * has_pp,
+    )
+    emb_sync_s = tied * has_pp * emb_sync[1]
+
+    terms: dict[str, Num] = {
+        "compute": m * compute_mb,
+        "tp": m * tp_mb,
+        "cp": m * pace("cp"),
+        "pp": m * pp_mb,
+        "dp": m * pace("dp") + reduce_exposed + gather_exposed,
+        "bubble": (chain - period) / v,
+        "embedding_sync": emb_sync_s,
+        "expert": m * pace("expert"),
+        "optimizer": optimizer,
+    }
+    # On-link time of the critical stage's collectives, exposed or hidden.
+    dp_link_mb = layers_pace * (z3_gather_layer + z3_bwd_layer) + reduce_each
+    link_s: dict[str, Num] = {
+        "tp": m * pace("tp_link"),
+        "cp": m * layers_pace * cp_link_layer,
+        "pp": m * pp_link,
+        "dp": m * dp_link_mb + reduce_link + gather_link,
+        "embedding_sync": emb_sync_s,
+        "expert": m * layers_pace * ep_layer,
+    }
+
+    # The critical stage's collectives, as the provider was asked (counts per micro-batch or
+    # per iteration).
+    with_logits = _where(first_paces, single, _where(mid_paces, 0.0, has_pp))
+    with_emb = first_paces
+    rec = pricer.record
+    tpk, nt = TrafficKind.TP, ctx.nodes_tp
+    rec(
+        tpk,
+        Collective.ALL_REDUCE,
+        t,
+        nt,
+        s_act,
+        tp_ar,
+        layers_pace * ar_layer + no_sp * (with_logits + with_emb),
+        True,
+    )
+    rec(
+        tpk,
+        Collective.REDUCE_SCATTER,
+        t,
+        nt,
+        s_act,
+        tp_rs,
+        layers_pace * rs_layer + sp * (with_logits + with_emb),
+        True,
+    )
+    rec(
+        tpk,
+        Collective.ALL_GATHER,
+        t,
+        nt,
+        s_act,
+        tp_ag,
+        layers_pace * ag_layer + sp * (2.0 * with_logits + with_emb),
+        True,
+    )
+    rec(
+        TrafficKind.CP,
+        Collective.ALL_GATHER,
+        cp,
+        ctx.nodes_cp,
+        kv_bytes,
+        cp_ag,
+        layers_pace * (2.0 + full),
+        True,
+    )
+    rec(
+        TrafficKind.CP,
+        Collective.REDUCE_SCATTER,
+        cp,
+        ctx.nodes_cp,
+        kv_bytes,
+        cp_rs,
+        layers_pace,
+        True,
+    )
+    rec(
+        TrafficKind.PP,
+        Collective.SENDRECV,
+        pp_ranks,
+        ctx.nodes_pp,
+        send_bytes,
+        pp_send,
+        pp_count,
+        True,
+    )
+    rec(tpk, Collective.ALL_GATHER, t, nt, s_act, tp_ag, pp_gather, True, term="pp")
+    for (n, grp), ar_, rs_, ag_ in zip(dp_groups, dp_ar, dp_rs, dp_ag, strict=True):
+        nodes = _min(grp, ctx.nodes_dp)
+        rec(TrafficKind.DP, Collective.ALL_REDUCE, grp, nodes, beta_g * n, ar_, z0, False)
+        rec(
+            TrafficKind.DP,
+            Collective.REDUCE_SCATTER,
+            grp,
+            nodes,
+            beta_g * n,
+            rs_,
+            rs_once + rs_each * m,
+            False,
+        )
+        rec(TrafficKind.DP, Collective.ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2, False)
+    for (n, grp), ag_, rs_ in zip(z3_unit, z3_ag, z3_rs, strict=True):
+        nodes = _min(grp, ctx.nodes_dp)
+        rec(
+            TrafficKind.DP,
+            Collective.ALL_GATHER,
+            grp,
+            nodes,
+            n,
+            ag_,
+            z3 * gathers * layers_pace * (2.0 + regather),
+            True,
+        )
+        rec(
+            TrafficKind.DP,
+            Collective.REDUCE_SCATTER,
+            grp,
+            nodes,
+            n * beta_g / beta,
+            rs_,
+            z3 * per_mb * gathers * layers_pace,
+            True,
+        )
+    rec(
+        TrafficKind.EMBEDDING_SYNC,
+        Collective.ALL_REDUCE,
+        pp_ranks,
+        ctx.nodes_pp,
+        beta_g * vocab * h / t,
+        emb_sync,
+        tied * has_pp,
+        False,
+    )
+    rec(
+        TrafficKind.EXPERT,
+        Collective.ALLTOALL,
+        ep,
+        ctx.nodes_ep,
+        a2a_bytes,
+        ep_a2a,
+        layers_pace * moe_frac * (4.0 + 2.0 * full),
+        True,
+    )
+
+    return KernelResult(
+        terms=terms,
+        link_s=link_s,
+        micro_batches=m,
+        compute_mb_s=compute_mb,
+        tp_mb_s=tp_mb,
+        pp_mb_s=pp_mb,
+        calls=pricer.calls,
+        parameters=total_params,
+        gpu_parameters=dense_gpu + expert_gpu,
+        model_flops=0.0,
+        hardware_flops=0.0,
+        dense_gpu_parameters=dense_gpu,
+        expert_gpu_parameters=expert_gpu,
+    )
 
 
 def _attention_ln_parameters(model: ModelSpec) -> float:
@@ -527,9 +1064,13 @@ def _memory(
     def sharded_e(count: Num, per: float, on: Num) -> Num:
         return per * (count * (1.0 - on) + count / expert_shard * on)
 
-    weights = sharded(dense_params, w_bytes, z3) + sharded_e(expert_params, w_bytes, z3)
-    grads = sharded(dense_params, g_bytes, z2) + sharded_e(expert_params, g_bytes, z2)
-    optim = sharded(dense_params, o_bytes, z1) + sharded_e(expert_params, o_bytes, z1)
+    weights = sharded(dense_params, w_bytes, z3)
+    grads = sharded(dense_params, g_bytes, z2)
+    optim = sharded(dense_params, o_bytes, z1)
+    if type(expert_params) is _ARRAY or expert_params != 0.0:
+        weights = weights + sharded_e(expert_params, w_bytes, z3)
+        grads = grads + sharded_e(expert_params, g_bytes, z2)
+        optim = optim + sharded_e(expert_params, o_bytes, z1)
 
     s, h, a = (
         float(model.seq_length) / cp,

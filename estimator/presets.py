@@ -49,6 +49,10 @@ class GpuPreset:
     peak_flops: dict[Precision, float]  # dense (no sparsity), FLOP/s
     source: str
     memory_bandwidth_gbps: float | None = None  # HBM/GDDR, GB/s (10^9), datasheet
+    # FlashAttention-2's efficiency relative to this GPU's GEMMs: 1 on the generations FA2 was
+    # written for; Hopper: FA2 reaches ~35 % of the H100 peak where FA3 / cuDNN reach ~75 %
+    # (Shah et al. 2024, FlashAttention-3, §1 and §4.1): 0.5.
+    flash2_efficiency: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +378,7 @@ GPU_PRESETS: dict[str, GpuPreset] = {
         ),
         GpuPreset(
             key="h100-sxm5-80gb",
+            flash2_efficiency=0.5,  # Hopper (Shah et al. 2024)
             memory_bandwidth_gbps=3350.0,  # H100 datasheet: 3.35 TB/s (SXM)
             name="NVIDIA H100 SXM5 80GB",
             memory_bytes=80 * _GB,
@@ -382,6 +387,7 @@ GPU_PRESETS: dict[str, GpuPreset] = {
         ),
         GpuPreset(
             key="h200-sxm-141gb",
+            flash2_efficiency=0.5,  # Hopper (Shah et al. 2024)
             memory_bandwidth_gbps=4800.0,  # H200 datasheet: 4.8 TB/s
             name="NVIDIA H200 SXM 141GB",
             memory_bytes=141 * _GB,
@@ -443,3 +449,25 @@ def gpu_preset(key: str) -> GpuPreset:
             known=sorted(GPU_PRESETS),
         )
     return preset
+
+
+def gpu_family_preset(gpu_model: str | None) -> GpuPreset | None:
+    """The GPU preset of the family a GPU model name belongs to ("NVIDIA A100-SXM4-80GB" ->
+    the A100 80GB preset), or None when no preset's family is named."""
+    if not gpu_model:
+        return None
+    text = gpu_model.upper()
+    for token, key in _FAMILY_KEYS:
+        if token in text:
+            return GPU_PRESETS[key]
+    return None
+
+
+# Family token in a GPU model name -> the preset that stands for the family (order: specific
+# first). Only the family-level figures (FlashAttention-2 efficiency, fitted compute) are read.
+_FAMILY_KEYS = (
+    ("H200", "h200-sxm-141gb"),
+    ("H100", "h100-sxm5-80gb"),
+    ("A100", "a100-sxm4-80gb"),
+    ("V100", "v100-sxm2-32gb"),
+)

@@ -13,7 +13,8 @@ from enum import StrEnum
 from typing import Protocol, TypeVar
 
 from estimator.bandwidth import BandwidthProvider
-from estimator.errors import LayoutError, ValidationError
+from estimator.errors import LayoutError, NotFoundError, ValidationError
+from estimator.frameworks import DEFAULT_FRAMEWORK, Framework, framework_preset
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -177,10 +178,39 @@ class TrainingSpec:
     # FlashAttention (Dao et al. 2022): the s² attention scores are never materialised, so
     # they cost neither HBM traffic nor activation memory. Runs before 2023 had it off.
     flash_attention: bool = True
+    # The training software: a preset name (estimator.frameworks) or a Framework with
+    # overridden flags. It decides what is overlapped, fused and how ZeRO-3 gathers.
+    framework: str | Framework = DEFAULT_FRAMEWORK
+    # MoE: tokens on the busiest expert-parallel rank over the mean (Megatron's
+    # --moe-expert-capacity-factor with padding; for dropless routing, the measured
+    # imbalance). None: balanced routing (1.0), an assumption the estimate names.
+    moe_capacity_factor: float | None = None
 
     def __post_init__(self) -> None:
         _positive_int("training.global_batch_size", self.global_batch_size)
         _positive_int("training.micro_batch_size", self.micro_batch_size)
+        if isinstance(self.framework, str):
+            try:
+                resolved = framework_preset(self.framework)
+            except NotFoundError as exc:
+                raise ValidationError(
+                    "training.framework",
+                    self.framework,
+                    f"unknown preset; known: {exc.context['known']}",
+                ) from None
+            object.__setattr__(self, "framework", resolved)
+        elif not isinstance(self.framework, Framework):
+            raise ValidationError(
+                "training.framework", self.framework, "must be a preset name or a Framework"
+            )
+        if self.moe_capacity_factor is not None:
+            _positive_float("training.moe_capacity_factor", self.moe_capacity_factor)
+            if self.moe_capacity_factor < 1:
+                raise ValidationError(
+                    "training.moe_capacity_factor",
+                    self.moe_capacity_factor,
+                    "must be >= 1: the busiest rank's tokens over the mean",
+                )
         object.__setattr__(
             self, "recompute", parse_enum(Recompute, "training.recompute", self.recompute)
         )
@@ -193,6 +223,12 @@ class TrainingSpec:
                 "grad_reduce_precision",
                 parse_enum(Precision, "training.grad_reduce_precision", self.grad_reduce_precision),
             )
+
+    @property
+    def software(self) -> Framework:
+        """The resolved framework (a preset name becomes its Framework on construction)."""
+        assert isinstance(self.framework, Framework)
+        return self.framework
 
     @property
     def activation_bytes(self) -> int:
@@ -303,9 +339,47 @@ class ClusterSpec:
     # HBM per pass. γ = 0 (the default) is the paper's pure-FLOP model.
     memory_bandwidth_gbps: float | None = None
     memory_traffic_factor: float = 0.0
+    # Per-operation roofline (detailed fidelity, estimator.compute): c scales each GEMM's
+    # operand and result bytes through HBM, which makes small GEMMs run further below peak;
+    # 0 (the default) is the paper's size-independent u. u8 is the FP8 GEMMs' efficiency
+    # (fraction of the FP8 peak); None: the same u as 16-bit GEMMs.
+    gemm_traffic_factor: float = 0.0
+    fp8_utilization: float | None = None
+    # FlashAttention-2's efficiency relative to the GEMMs' on this GPU: 1 where FA2 was written
+    # for the generation (Ampere), about 0.5 on Hopper (Shah et al. 2024, FlashAttention-3 §4.1).
+    # Used when the framework's attention kernel is flash2.
+    flash2_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
+        if not (math.isfinite(self.gemm_traffic_factor) and self.gemm_traffic_factor >= 0):
+            raise ValidationError(
+                "cluster.gemm_traffic_factor",
+                self.gemm_traffic_factor,
+                "must be a finite number >= 0",
+            )
+        if self.gemm_traffic_factor > 0 and self.memory_bandwidth_gbps is None:
+            raise ValidationError(
+                "cluster.memory_bandwidth_gbps",
+                None,
+                "is needed when gemm_traffic_factor > 0",
+                hint="give the GPU's HBM bandwidth or a gpu preset",
+            )
+        _positive_float("cluster.flash2_efficiency", self.flash2_efficiency)
+        if self.flash2_efficiency > 1:
+            raise ValidationError(
+                "cluster.flash2_efficiency",
+                self.flash2_efficiency,
+                "must be in (0, 1]: FlashAttention-2's efficiency relative to the GEMMs",
+            )
+        if self.fp8_utilization is not None:
+            _positive_float("cluster.fp8_utilization", self.fp8_utilization)
+            if self.fp8_utilization > 1:
+                raise ValidationError(
+                    "cluster.fp8_utilization",
+                    self.fp8_utilization,
+                    "must be in (0, 1]: the fraction of the FP8 peak achieved",
+                )
         if self.memory_bandwidth_gbps is not None:
             _positive_float("cluster.memory_bandwidth_gbps", self.memory_bandwidth_gbps)
         if not (math.isfinite(self.memory_traffic_factor) and self.memory_traffic_factor >= 0):
@@ -441,7 +515,9 @@ def validate_layout(
 
 
 def _check_stage_layers(layers: int, layout: LayoutSpec) -> None:
-    """Even split: l divisible by p·v; uneven: first/last given, the rest even in between."""
+    """Even split: l divisible by p·v; uneven: first/last given, the rest even in between
+    (Megatron's --decoder-first/last-pipeline-num-layers; the first/last stage's chunks may be
+    uneven or empty)."""
     p, v = layout.pipeline, layout.virtual_stages
     first, last = layout.first_stage_layers, layout.last_stage_layers
     if first is None and last is None:
@@ -456,10 +532,9 @@ def _check_stage_layers(layers: int, layout: LayoutSpec) -> None:
     named = [n for n, x in (("first_stage_layers", first), ("last_stage_layers", last)) if x]
     if p < 2:
         raise LayoutError(f"layout.{named[0]}", first or last, "needs pipeline >= 2")
-    for name in named:
-        value = getattr(layout, name)
-        if value % v:
-            raise LayoutError(f"layout.{name}", value, f"must be divisible by virtual_stages={v}")
+    # With interleaving the first/last stage's layers need not split evenly over its v chunks:
+    # Megatron pads them (a chunk one layer short where the embedding or the loss counts as a
+    # layer, or an empty chunk); only the middle stages split evenly.
     middle = p - len(named)
     rest = layers - (first or 0) - (last or 0)
     if (

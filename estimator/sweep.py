@@ -118,6 +118,9 @@ def evaluate_layouts(
         gpu_memory_bytes=cluster.gpu_memory_bytes,
         memory_bandwidth_gbps=cluster.memory_bandwidth_gbps,
         memory_traffic_factor=cluster.memory_traffic_factor,
+        gemm_traffic_factor=cluster.gemm_traffic_factor,
+        fp8_utilization=cluster.fp8_utilization,
+        flash2_efficiency=cluster.flash2_efficiency,
     )
     n = len(layouts)
     terms = {

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from estimator.bandwidth import Collective, bus_factor
+from estimator.calibrated import FITTED_COMPUTE
 from estimator.errors import NotFoundError
 from profiles.bandwidth import RING_OPS, AlphaBetaFit, CurveSet, ProfileBandwidth, RunCurve
 
@@ -67,10 +68,10 @@ class NominalSpec:
     nic_gbps: float  # per GPU, per direction (GB/s); one compute NIC per GPU
     description: str
     memory_bandwidth_gbps: float  # HBM, GB/s (datasheet)
-    # The compute model (profiles.validation.report): u for the GEMMs and γ for the element-wise
-    # HBM traffic, fitted on Megatron-LM SC21 Table 1 (A100, Selene) by `commest validate`.
-    utilization: float = 0.6873
-    memory_traffic_factor: float = 2.3985
+    # The compute model (estimator.compute): u for the GEMMs and γ for the element-wise HBM
+    # traffic, fitted by `commest validate` (estimator.calibrated; A100 values by default).
+    utilization: float = FITTED_COMPUTE["a100"].utilization
+    memory_traffic_factor: float = FITTED_COMPUTE["a100"].memory_traffic_factor
 
 
 NOMINAL_SPECS: dict[str, NominalSpec] = {
@@ -129,9 +130,10 @@ NOMINAL_SPECS: dict[str, NominalSpec] = {
             # DGX H100 datasheet: 8× single-port ConnectX-7 400 Gb/s NDR InfiniBand for compute
             # (in 4 OSFP cages), one per GPU: 400 Gb/s = 50 GB/s per direction.
             nic_gbps=50.0,
-            # H100 SXM datasheet: 3.35 TB/s HBM3. u and γ are the A100 fit (no published H100
-            # run with enough detail was in the fit set): a starting point; calibrate.
+            # H100 SXM datasheet: 3.35 TB/s HBM3. u fitted on H100 runs (estimator.calibrated).
             memory_bandwidth_gbps=3350.0,
+            utilization=FITTED_COMPUTE["h100"].utilization,
+            memory_traffic_factor=FITTED_COMPUTE["h100"].memory_traffic_factor,
             description=(
                 "Nominal DGX H100 (vendor specifications, not measurements): 8× H100 80GB SXM, "
                 "NVLink 4 via NVSwitch 450 GB/s per direction per GPU, 8× NDR 400 Gb/s IB."

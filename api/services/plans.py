@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from api.caches import Profiles
-from api.scenario import cluster_spec, figures, model_spec
+from api.scenario import cluster_spec, figures, framework, model_spec
 from api.schemas import (
     ClusterOut,
     PlanEntryOut,
@@ -63,6 +63,8 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], TrainingSpec]:
         precision=tr.precision,
         grad_reduce_precision=tr.grad_reduce_precision,
         flash_attention=tr.flash_attention,
+        framework=framework(training=tr),
+        moe_capacity_factor=tr.moe_capacity_factor,
     )
     return options, training
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from functools import cache
 
-from api.schemas import GpuPresetOut, Members, ModelPresetOut
+from api.schemas import FrameworkPresetOut, GpuPresetOut, Members, ModelPresetOut
 from estimator import megatron_parameters
+from estimator.frameworks import FRAMEWORK_NAMES, FRAMEWORK_PRESETS, framework_preset
 from estimator.presets import GPU_PRESETS, MODEL_PRESETS
 
 
@@ -33,4 +34,18 @@ def gpu_presets() -> tuple[GpuPresetOut, ...]:
             Members(gpu, peak_tflops={p.value: flops / 1e12 for p, flops in gpu.peak_flops.items()})
         )
         for gpu in GPU_PRESETS.values()
+    )
+
+
+@cache
+def framework_presets() -> tuple[FrameworkPresetOut, ...]:
+    """GET /v1/presets/frameworks: every preset, its flags and the names that select it."""
+    return tuple(
+        FrameworkPresetOut(
+            name=fw.name,
+            description=fw.description,
+            flags=fw.flags(),
+            aliases=[n for n in FRAMEWORK_NAMES if n != fw.name and framework_preset(n) is fw],
+        )
+        for fw in FRAMEWORK_PRESETS.values()
     )

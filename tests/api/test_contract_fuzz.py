@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given
 from hypothesis.errors import Unsatisfiable
 
 from api.app import create_app
-from api.schemas import EXAMPLE_ESTIMATE
+from api.schemas import EXAMPLE_ESTIMATE, EXAMPLE_FRAMEWORK
 from api.settings import Settings
 from tests.api.conftest import AUTH, fixture_text
 
@@ -80,7 +80,11 @@ UPLOAD = {"name": "lab"}  # the seed's upload is the profile's first: id 1
 VALID: dict[str, list[dict[str, Any]]] = {
     "GET /healthz": [{}],
     "GET /readyz": [{}],
-    "POST /v1/estimates": [{"body": EXAMPLE_ESTIMATE}, {"body": SMALL}],
+    "POST /v1/estimates": [
+        {"body": EXAMPLE_ESTIMATE},
+        {"body": SMALL},
+        {"body": EXAMPLE_FRAMEWORK},
+    ],
     "POST /v1/traffic-matrices": [
         {"body": {**SMALL, "format": fmt, "level": level}}
         for fmt, level in [("json", "gpu"), ("csv", "gpu"), ("png", "node")]
@@ -136,6 +140,7 @@ VALID: dict[str, list[dict[str, Any]]] = {
     "GET /v1/profiles/{name}/calibrations": [PROFILE_RUN],
     "GET /v1/presets/models": [{}],
     "GET /v1/presets/gpus": [{}],
+    "GET /v1/presets/frameworks": [{}],
 }
 
 

@@ -21,7 +21,17 @@ from tests.api.conftest import AUTH, ESTIMATE, SCALAR_C, assert_problem, request
 A100 = NOMINAL_SPECS["dgx-a100-nominal"]
 
 EXACT = 1e-12
-BREAKDOWN_KEYS = {"compute", "tp", "pp", "dp", "bubble", "embedding_sync", "expert", "cp"}
+BREAKDOWN_KEYS = {
+    "compute",
+    "tp",
+    "pp",
+    "dp",
+    "bubble",
+    "embedding_sync",
+    "expert",
+    "cp",
+    "optimizer",
+}
 
 
 def test_estimate_by_preset_with_nominal_profile_matches_the_engine(client: TestClient) -> None:

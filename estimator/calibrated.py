@@ -1,0 +1,57 @@
+"""The compute constants `commest validate` fits, per GPU family, with their provenance.
+
+The detailed model's per-operation roofline (estimator.compute) has four fitted constants; the
+validation report (profiles.validation.report) fits them on its declared training subset only:
+the A100 GEMM efficiency u, the element-wise factor γ and the GEMM operand-traffic factor c on
+Megatron-LM SC21 Table 1; the H100 16-bit and FP8 GEMM efficiencies on the dense runs of NVIDIA's
+DGX Cloud benchmarking recipes. The nominal DGX profiles carry these values; a test checks that
+they equal what the report fits today.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FITTED_COMPUTE", "FittedCompute", "fitted_for_gpu"]
+
+
+@dataclass(frozen=True, slots=True)
+class FittedCompute:
+    """One GPU family's fitted compute constants (see estimator.compute)."""
+
+    utilization: float  # u: large 16-bit GEMMs, fraction of the dense peak
+    memory_traffic_factor: float  # γ
+    gemm_traffic_factor: float  # c
+    fp8_utilization: float | None  # u8: FP8 GEMMs, fraction of the FP8 peak
+    source: str
+
+
+_SUBSET = "fitted by commest validate on its declared training subset"
+FITTED_COMPUTE: dict[str, FittedCompute] = {
+    "a100": FittedCompute(
+        utilization=0.7398,
+        memory_traffic_factor=2.6373,
+        gemm_traffic_factor=0.0,
+        fp8_utilization=None,
+        source=f"{_SUBSET} (Megatron-LM SC21 Table 1, A100)",
+    ),
+    "h100": FittedCompute(
+        utilization=0.6266,
+        memory_traffic_factor=2.6373,
+        gemm_traffic_factor=0.0,
+        fp8_utilization=0.6431,
+        source=f"{_SUBSET} (γ and c from SC21 Table 1; u and u8 from the dense DGX Cloud "
+        "benchmarking runs, H100)",
+    ),
+}
+
+
+def fitted_for_gpu(gpu_model: str | None) -> FittedCompute | None:
+    """The fitted constants of the family a GPU model name belongs to (H200 runs the H100's
+    tensor cores), or None when commest has fitted none for it."""
+    text = (gpu_model or "").upper()
+    if "H100" in text or "H200" in text:
+        return FITTED_COMPUTE["h100"]
+    if "A100" in text:
+        return FITTED_COMPUTE["a100"]
+    return None

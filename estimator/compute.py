@@ -1,0 +1,303 @@
+"""Per-operation compute times of one transformer layer (detailed fidelity).
+
+A roofline per operation replaces the paper's single utilization u:
+
+- GEMMs: ``F/(u·F_peak) + c·B/HBM``, F the FLOPs and B the bytes of its operands and result
+  (M·K + K·N + M·N elements). The second term is the memory side of the roofline, added rather
+  than maxed so the time stays linear in the fitted constants (1/u, c); it makes a GEMM's
+  efficiency depend on its per-GPU size: small hidden sizes, high t, short token counts and the
+  narrow GEMMs of small experts run further below peak, more so where F_peak/HBM is high
+  (H100, and FP8 more than BF16).
+- Attention core: Q·Kᵀ and attention·V as batched GEMMs with the s² score matrix (no
+  FlashAttention), or one fused kernel (FlashAttention, Dao et al. 2022): causal masking skips
+  half the blocks and the backward pass recomputes the scores, 2.5x the forward FLOPs.
+- Element-wise work (layer norms, dropout, activations, softmax): ``γ`` times the activation
+  bytes of Korthikanti et al. 2022 Table 2 through HBM.
+- FP8 (Transformer Engine): linear-layer GEMMs at the FP8 peak with their own efficiency u8 and
+  1-byte operands, plus the casts of their inputs (read 16-bit, write 8-bit, a transposed copy
+  for the weight gradient: 4 B per element); attention, the logit layer and the router stay
+  16-bit, at half the FP8 peak (the FP8 tensor-core rate is twice the 16-bit rate on Hopper,
+  Ada and Blackwell datasheets).
+
+Every function works on floats and on numpy arrays alike (plain arithmetic), so the single
+estimate and the sweep stay bit-identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.bandwidth import Num
+from estimator.specs import ModelSpec
+
+# Bytes/s a streaming kernel reaches of the datasheet HBM bandwidth (ours: STREAM-style copies
+# reach ~85-90 % on A100 and H100); used for work whose bytes are counted exactly (optimizer,
+# gradient accumulation, casts, cross-entropy, token permutation).
+HBM_EFFICIENCY = 0.85
+# Cross entropy over the logits in fp32 (ours, counted from the elementary passes): upcast
+# (read 2, write 4), max and exp-sum (read 4 twice), log-probabilities (write 4), gradient
+# (read 4, write 4), cast back (read 4, write 2): 32 B per logit.
+CROSS_ENTROPY_BYTES_PER_LOGIT = 32.0
+# FP8 casts per element of a GEMM input (activation forward, output gradient backward): read
+# 2 B, write 1 B, plus a 1 B transposed copy for the weight gradient (Transformer Engine).
+FP8_CAST_BYTES = 4.0
+# FlashAttention: the causal mask skips about half the score blocks; the backward pass
+# recomputes the scores, 2.5x the forward FLOPs (Dao et al. 2022, 2023).
+FLASH_CAUSAL_FRACTION = 0.5
+FLASH_BACKWARD_RATIO = 2.5
+# Eager PyTorch (no fused kernels, no torch.compile) in a Llama-style block (RMSNorm, RoPE, gated
+# FFN): extra HBM passes over token x h elements per layer and forward pass, beyond the fused
+# kernels γ stands for (ours, counted from the elementary ops: an RMSNorm upcasts, squares,
+# averages, scales and casts back, ~16 passes where a fused kernel reads and writes once: 14
+# more, twice per layer; RoPE rotates Q and K through complex views, ~4 more passes over them;
+# the gated activation writes and re-reads its f-wide SiLU output, 2·f/h more). The backward
+# pass moves twice that. Blocks with LayerNorm and an ungated activation (GPT) run the same
+# single kernels eager or fused.
+EAGER_NORM_PASSES = 14.0
+EAGER_ROPE_PASSES = 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class Roofline:
+    """The machine and fitted constants the per-operation times use."""
+
+    peak_flops: float  # training-precision peak (the FP8 rate when training in FP8)
+    utilization: Num  # u: large-GEMM efficiency (16-bit)
+    fp8_utilization: float | None  # u8 for FP8 GEMMs; None: u
+    fp8: bool
+    hbm_bytes_per_s: float  # datasheet HBM bandwidth; 0 when unknown (no memory-side terms)
+    gemm_traffic_factor: float  # c
+    elementwise_factor: float  # γ
+    attention_efficiency: float = 1.0  # the attention kernel's efficiency relative to u
+    fused_elementwise: bool = True  # False: eager PyTorch (EAGER_* extra passes)
+
+    @property
+    def high_precision_peak(self) -> float:
+        """Peak of the 16-bit operations (attention, logits, router)."""
+        return self.peak_flops / 2.0 if self.fp8 else self.peak_flops
+
+    @property
+    def linear_utilization(self) -> Num:
+        if self.fp8 and self.fp8_utilization is not None:
+            return self.fp8_utilization
+        return self.utilization
+
+    def stream_s(self, nbytes: Num) -> Num:
+        """Seconds to stream ``nbytes`` through HBM (exactly counted bytes)."""
+        if not self.hbm_bytes_per_s:
+            return 0.0 * nbytes
+        return nbytes / (HBM_EFFICIENCY * self.hbm_bytes_per_s)
+
+    def traffic_s(self, nbytes: Num, factor: float) -> Num:
+        """Seconds for ``factor`` x ``nbytes`` through HBM (a fitted multiplier)."""
+        if not self.hbm_bytes_per_s or not factor:
+            return 0.0 * nbytes
+        return factor * nbytes / self.hbm_bytes_per_s
+
+
+def _where_sp(sp: Num, t: Num) -> Num:
+    """t where sequence parallelism shards the norms, else 1 (sp is a 0/1 flag)."""
+    return sp * t + (1.0 - sp)
+
+
+def gemm_s(
+    roof: Roofline,
+    m: Num,
+    n: Num,
+    k: Num,
+    *,
+    operand_bytes: float,
+    peak: float,
+    utilization: Num,
+    count: Num = 1.0,
+) -> Num:
+    """``count`` GEMMs of (m x k)·(k x n): FLOPs at u·peak plus c x operand bytes via HBM."""
+    flops = 2.0 * m * n * k * count
+    nbytes = operand_bytes * (m * k + k * n + m * n) * count
+    return flops / (utilization * peak) + roof.traffic_s(nbytes, roof.gemm_traffic_factor)
+
+
+@dataclass(slots=True)
+class LayerTimes:
+    """Seconds for one layer and one micro-batch on one GPU, by pass and by kind of work.
+
+    ``*_fwd`` is one forward pass; the backward pass of GEMMs is twice their forward (input
+    and weight gradients). ``qkv_fwd`` and ``fc1_fwd`` are the column-parallel linears whose
+    weight-gradient GEMMs can hide a backward TP collective (and whose input-gradient GEMMs
+    hide SP's backward all-gather).
+    """
+
+    linear_fwd: Num
+    attention_fwd: Num
+    attention_bwd: Num
+    elementwise_fwd: Num
+    elementwise_attention_fwd: Num  # the part selective recompute replays
+    qkv_fwd: Num
+    fc1_fwd: Num
+    extra_fwd: Num = 0.0  # MoE router, token permutation, FP8 casts (HBM-bound, per pass)
+
+    def forward(self) -> Num:
+        return self.linear_fwd + self.attention_fwd + self.elementwise_fwd + self.extra_fwd
+
+    def backward(self) -> Num:
+        return (
+            2.0 * self.linear_fwd
+            + self.attention_bwd
+            + 2.0 * self.elementwise_fwd
+            + 2.0 * self.extra_fwd
+        )
+
+    def replay(self, full: Num, selective: Num) -> Num:
+        """The recomputed forward: all of it (full) or the attention core (selective)."""
+        core = self.attention_fwd + self.elementwise_attention_fwd
+        return full * self.forward() + selective * core
+
+    def gemm(self, full: Num) -> Num:
+        """GEMM time of one micro-batch (forward, backward, replay): TP overlap's budget."""
+        return (3.0 + full) * self.linear_fwd
+
+
+def layer_times(
+    model: ModelSpec,
+    roof: Roofline,
+    *,
+    b: Num,
+    t: Num,
+    cp: Num,
+    sp: Num,
+    beta: float,
+    flash: bool,
+    moe: bool,
+    imbalance: float,
+    ep: Num,
+) -> LayerTimes:
+    """Per-operation times of one (dense or MoE) layer for a micro-batch of b sequences."""
+    h, kv, s = float(model.hidden_size), float(model.kv_hidden), float(model.seq_length)
+    heads, dh = (
+        float(model.num_attention_heads),
+        float(model.hidden_size) / float(model.num_attention_heads),
+    )
+    tokens = b * s / cp  # M: tokens of this GPU's sequence shard
+    fp8 = roof.fp8
+    lin_bytes = 1.0 if fp8 else beta
+    lin_peak = roof.peak_flops
+    lin_u = roof.linear_utilization
+    hi_peak = roof.high_precision_peak
+    u = roof.utilization
+
+    def lin(n: Num, k: Num, count: Num = 1.0, rows: Num = tokens) -> Num:
+        return gemm_s(
+            roof, rows, n, k, operand_bytes=lin_bytes, peak=lin_peak, utilization=lin_u, count=count
+        )
+
+    qkv = lin((h + 2.0 * kv) / t, h)
+    proj = lin(h, h / t)
+    cast_elements = tokens * (h + (h + 2.0 * kv) / t) + tokens * (h / t + h)
+    extra: Num = 0.0 * tokens
+    gated = 2.0 if model.swiglu else 1.0
+    if moe:
+        e = float(model.moe_num_experts)
+        f_e = float(model.expert_ffn)
+        local = e / ep
+        rows = imbalance * ep * tokens * float(model.moe_top_k) / e  # tokens per local expert
+        fc1 = lin(gated * f_e / t, h, local, rows)
+        fc2 = lin(h, f_e / t, local, rows)
+        router = gemm_s(roof, tokens, e, h, operand_bytes=beta, peak=hi_peak, utilization=u)
+        # Permute before dispatch and un-permute after combine: read + write each token copy.
+        permute_bytes = 2.0 * 2.0 * tokens * float(model.moe_top_k) * h * beta
+        extra = extra + router + roof.stream_s(permute_bytes)
+        cast_elements = cast_elements + local * rows * (h + gated * f_e / t + f_e / t + h)
+    else:
+        f = float(model.ffn)
+        fc1 = lin(gated * f / t, h)
+        fc2 = lin(h, f / t)
+        cast_elements = cast_elements + tokens * (h + gated * f / t + f / t + h)
+    if fp8:
+        extra = extra + roof.stream_s(FP8_CAST_BYTES * cast_elements)
+    if not roof.fused_elementwise and model.swiglu:
+        f_act = float(model.expert_ffn if moe else model.ffn) * (
+            float(model.moe_top_k) if moe else 1.0
+        )
+        # The norms run on the sequence shard under SP (else on every TP rank); RoPE on this
+        # rank's heads; the gated activation on this rank's 1/t of the FFN.
+        norms = 2.0 * EAGER_NORM_PASSES * h / _where_sp(sp, t)
+        rope_ffn = (EAGER_ROPE_PASSES * (h + kv) + 2.0 * f_act) / t
+        extra = extra + roof.stream_s((norms + rope_ffn) * tokens * beta)
+
+    # Attention core, per GPU: b·a/t heads of (s/cp) queries against s keys.
+    s_q = s / cp
+    n_heads = b * heads / t
+    scores = 2.0 * s_q * s * dh * n_heads  # FLOPs of Q·Kᵀ (and of attention·V)
+    if flash:
+        fwd_flops = 2.0 * scores * FLASH_CAUSAL_FRACTION
+        io = beta * (2.0 * tokens * h / t + 2.0 * b * s * kv / t)  # Q, O; K, V
+        u_attention = u * roof.attention_efficiency
+        attention_fwd = fwd_flops / (u_attention * hi_peak) + roof.traffic_s(
+            io, roof.gemm_traffic_factor
+        )
+        attention_bwd = FLASH_BACKWARD_RATIO * fwd_flops / (u_attention * hi_peak) + roof.traffic_s(
+            2.0 * io, roof.gemm_traffic_factor
+        )
+    else:
+        # Q·Kᵀ: (s_q x dh)·(dh x s); attention·V: (s_q x s)·(s x dh); batched over heads.
+        qk = gemm_s(
+            roof, s_q, s, dh, operand_bytes=beta, peak=hi_peak, utilization=u, count=n_heads
+        )
+        av = gemm_s(
+            roof, s_q, dh, s, operand_bytes=beta, peak=hi_peak, utilization=u, count=n_heads
+        )
+        attention_fwd = qk + av
+        attention_bwd = 2.0 * attention_fwd
+
+    # Element-wise bytes per pass: Korthikanti et al. 2022 Table 2 (sbh·(10 + 24/t), SP 34/t;
+    # the s² attention part 5as/(ht) without FlashAttention), scaled to β bytes.
+    sbh = tokens * h
+    linear_part = (sp * 34.0 / t + (1.0 - sp) * (10.0 + 24.0 / t)) * sbh * (beta / 2.0)
+    attention_part = (0.0 if flash else 5.0 * heads * s / (h * t)) * sbh * (beta / 2.0)
+    gamma = roof.elementwise_factor
+    elementwise_attention = roof.traffic_s(attention_part, gamma)
+    elementwise = roof.traffic_s(linear_part, gamma) + elementwise_attention
+
+    return LayerTimes(
+        linear_fwd=qkv + proj + fc1 + fc2,
+        attention_fwd=attention_fwd,
+        attention_bwd=attention_bwd,
+        elementwise_fwd=elementwise,
+        elementwise_attention_fwd=elementwise_attention,
+        qkv_fwd=qkv,
+        fc1_fwd=fc1,
+        extra_fwd=extra,
+    )
+
+
+def logits_s(model: ModelSpec, roof: Roofline, *, b: Num, t: Num, cp: Num, beta: float) -> Num:
+    """The output layer of one micro-batch: its GEMM (3 passes) and the fp32 cross entropy."""
+    h, vocab, s = float(model.hidden_size), float(model.vocab_size), float(model.seq_length)
+    tokens = b * s / cp
+    gemm = gemm_s(
+        roof,
+        tokens,
+        vocab / t,
+        h,
+        operand_bytes=beta,
+        peak=roof.high_precision_peak,
+        utilization=roof.utilization,
+        count=3.0,
+    )
+    return gemm + roof.stream_s(CROSS_ENTROPY_BYTES_PER_LOGIT * tokens * vocab / t)
+
+
+def logits_wgrad_s(
+    model: ModelSpec, roof: Roofline, *, b: Num, t: Num, cp: Num, beta: float
+) -> Num:
+    """The output layer's weight-gradient GEMM (it can hide that layer's input-gradient AR)."""
+    h, vocab, s = float(model.hidden_size), float(model.vocab_size), float(model.seq_length)
+    return gemm_s(
+        roof,
+        b * s / cp,
+        vocab / t,
+        h,
+        operand_bytes=beta,
+        peak=roof.high_precision_peak,
+        utilization=roof.utilization,
+    )

@@ -1,0 +1,318 @@
+"""Training software as the engine sees it: what each framework overlaps, fuses and shards.
+
+The same layout runs at different speeds under different software: Megatron-LM got 7-10 %
+faster on the same 530B/1T pipelines between its 2021 and 2022 releases, and NeMo recipes hide
+most communication behind compute. A :class:`Framework` names every such behaviour as a flag;
+presets give the flags of a named framework and era, and every flag can be overridden
+(``framework_preset("nemo").replace(tp_comm_overlap=False)``). An estimate lists the resolved
+flags in its ``assumptions``.
+
+Sources, per flag (dates from the Megatron-LM git history):
+
+- ``tp_overlap_wgrad``: the backward all-reduce (or reduce-scatter with SP) of a column-parallel
+  linear's input gradient runs while the weight gradient is computed (Megatron-LM
+  ``--async-tensor-model-parallel-allreduce``, Sept. 2021; Korthikanti et al. 2022 §6.2 credit it
+  for full recompute costing 39 % rather than 33 %).
+- ``sp_gather_overlap``: SP keeps only the sequence shard of a linear's input and all-gathers it
+  again in the backward pass, overlapped with the input-gradient GEMM (Korthikanti et al. 2022
+  §4.2.2). Off: that all-gather is exposed.
+- ``grad_accum_fusion``: the weight-gradient GEMM accumulates into the fp32 main gradient
+  (Megatron-LM ``--gradient-accumulation-fusion``, Feb. 2022). Off: ``main_grad.add_(grad)`` after
+  every micro-batch reads and writes it through HBM.
+- ``tp_comm_overlap``: TP all-gathers/reduce-scatters split into chunks and pipelined with the
+  GEMMs, forward and backward (Transformer Engine userbuffers; NeMo ``tp_comm_overlap``,
+  Megatron-Core ``--tp-comm-overlap``, Oct. 2023).
+- ``overlap_grad_reduce`` / ``overlap_param_gather``: the data-parallel gradient reduction runs
+  bucket by bucket during the backward pass of the last micro-batch, and the distributed
+  optimizer's parameter all-gather during the next forward pass (Megatron-Core
+  ``--overlap-grad-reduce`` Aug. 2023, ``--overlap-param-gather`` Nov. 2023; PyTorch DDP buckets,
+  Li et al. 2020).
+- ``overlap_p2p``: interleaved 1F1B overlaps its pipeline sends with compute
+  (Megatron-Core ``--overlap-p2p-communication``).
+- ``cp_overlap``: context parallelism's ring exchange of K/V runs under the attention kernel
+  (Transformer Engine's ring attention).
+- ``fsdp_prefetch``: ZeRO-3 / FSDP all-gathers the next layer's parameters while the current
+  layer computes (Zhao et al. 2023, PyTorch FSDP §3.3 "implicit forward prefetching" and
+  "backward prefetching"; DeepSpeed ZeRO-3 prefetch buckets).
+- ``zero3_regather_for_recompute``: with full recompute the replayed forward gathers the
+  parameters again (DeepSpeed ZeRO-3 with Megatron checkpointing); FSDP reuses the backward
+  gather (one unshard per layer per backward).
+- ``grad_reduce_per_microbatch``: ZeRO-2/3 reduce-scatter gradients after every micro-batch
+  (DeepSpeed ZeRO-2/3, FSDP without ``no_sync``); otherwise once per iteration.
+- ``zero3_gathers_per_layer``: collectives per layer and pass for ZeRO-3 parameters: FSDP
+  flattens a layer into one parameter (1); DeepSpeed ZeRO-3 gathers per sub-module.
+- ``pp_scatter_gather``: Megatron's scatter/gather of pipeline sends over the TP group (SC21
+  §4.1); DeepSpeed's pipeline engine sends whole activations.
+- ``attention_kernel``: ``fused`` (Transformer Engine / cuDNN fused attention, FlashAttention-3:
+  kernels written for the GPU generation) or ``flash2`` (FlashAttention-2, as PyTorch SDPA and
+  the flash-attn 2 package run it). FA2 reaches about half of what FA3/cuDNN reach on Hopper
+  (Shah et al. 2024, FlashAttention-3, §4.1: ~35 % vs ~75 % of the H100 peak); the GPU side of
+  that factor is ``ClusterSpec.flash2_efficiency``.
+- ``fused_elementwise``: layer norms, RoPE and the gated activation run as fused kernels
+  (Megatron/TE fused kernels, ``torch.compile``); off, eager PyTorch moves them through HBM once
+  per elementary op (``estimator.compute.EAGER_EXTRA_PASSES``).
+- ``optimizer_bytes_per_parameter``: HBM bytes the optimizer step moves per parameter it owns
+  (ours, counted from Megatron's mixed-precision optimizer): fused Adam reads the fp32
+  gradient, master weight, m and v (16 B) and writes master, m, v (12 B); copying the master
+  weight to the 16-bit model weight reads 4 and writes 2 B; gradient-norm clipping reads the
+  gradient (4 B) and zeroing the gradient buffer writes it (4 B): 42 B. FP16 training adds the
+  loss-scale unscale and overflow check (read and write the gradient: 8 B; see
+  ``FP16_UNSCALE_BYTES``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from estimator.errors import NotFoundError, ValidationError
+
+__all__ = [
+    "FRAMEWORK_FLAGS",
+    "FRAMEWORK_NAMES",
+    "FRAMEWORK_PRESETS",
+    "Framework",
+    "framework_preset",
+    "resolve_framework",
+]
+
+# Fused Adam (28 B), master-to-model copy (6 B), clipping norm (4 B), zeroing (4 B): see above.
+ADAM_BYTES_PER_PARAMETER = 42.0
+# FP16 only: unscale the gradient by the loss scale and check it for inf/NaN (read + write 4 B).
+FP16_UNSCALE_BYTES = 8.0
+# Unfused gradient accumulation (main_grad.add_(grad)): read 4 + 2, write 4 bytes per parameter.
+UNFUSED_ACCUMULATION_BYTES = 10.0
+# Fused (wgrad GEMM epilogue accumulates into fp32): an fp32 read-modify-write (8 B) instead of a
+# 16-bit write (2 B): 6 more bytes per parameter and micro-batch.
+FUSED_ACCUMULATION_BYTES = 6.0
+
+
+@dataclass(frozen=True, slots=True)
+class Framework:
+    """What the training software overlaps, fuses and shards (module docstring for sources)."""
+
+    name: str
+    description: str
+    tp_overlap_wgrad: bool = True
+    sp_gather_overlap: bool = True
+    grad_accum_fusion: bool = True
+    tp_comm_overlap: bool = False
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    overlap_p2p: bool = False
+    cp_overlap: bool = True
+    fsdp_prefetch: bool = True
+    zero3_regather_for_recompute: bool = False
+    grad_reduce_per_microbatch: bool = True
+    pp_scatter_gather: bool = True
+    zero3_gathers_per_layer: int = 1
+    optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
+    attention_kernel: str = "fused"
+    fused_elementwise: bool = True
+
+    def __post_init__(self) -> None:
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValidationError(
+                "training.framework.attention_kernel",
+                self.attention_kernel,
+                f"must be one of {', '.join(ATTENTION_KERNELS)}",
+            )
+        if self.zero3_gathers_per_layer < 1:
+            raise ValidationError(
+                "training.framework.zero3_gathers_per_layer",
+                self.zero3_gathers_per_layer,
+                "must be a whole number >= 1",
+            )
+        if not self.optimizer_bytes_per_parameter >= 0:
+            raise ValidationError(
+                "training.framework.optimizer_bytes_per_parameter",
+                self.optimizer_bytes_per_parameter,
+                "must be a number >= 0",
+            )
+
+    @property
+    def accumulation_bytes_per_parameter(self) -> float:
+        """HBM bytes per parameter and micro-batch to accumulate the weight gradient."""
+        return FUSED_ACCUMULATION_BYTES if self.grad_accum_fusion else UNFUSED_ACCUMULATION_BYTES
+
+    def replace(self, **flags: bool | int | float | str) -> Framework:
+        """The same framework with some flags overridden (unknown names are an error)."""
+        unknown = sorted(set(flags) - set(FRAMEWORK_FLAGS))
+        if unknown:
+            raise ValidationError(
+                "training.framework_overrides",
+                unknown,
+                f"unknown flag(s); known: {', '.join(FRAMEWORK_FLAGS)}",
+            )
+        for key, value in flags.items():
+            expected = type(getattr(self, key))
+            if expected is bool and not isinstance(value, bool):
+                raise ValidationError(
+                    f"training.framework_overrides.{key}", value, "must be a boolean"
+                )
+        return dataclasses.replace(self, **flags)  # type: ignore[arg-type]
+
+    def flags(self) -> dict[str, bool | int | float | str]:
+        """Every behaviour flag with its value."""
+        return {name: getattr(self, name) for name in FRAMEWORK_FLAGS}
+
+    def describe(self) -> str:
+        """One line for ``assumptions``: the preset and every flag."""
+        flags = self.flags()
+        on = [k for k, v in flags.items() if v is True]
+        off = [k for k, v in flags.items() if v is False]
+        return (
+            f"framework={self.name} ({self.description}): on: {', '.join(on) or 'none'}; "
+            f"off: {', '.join(off) or 'none'}; ZeRO-3 gathers per layer "
+            f"{self.zero3_gathers_per_layer}; optimizer step "
+            f"{self.optimizer_bytes_per_parameter:g} B/parameter through HBM; gradient "
+            f"accumulation {self.accumulation_bytes_per_parameter:g} B/parameter per micro-batch; "
+            f"attention kernel {self.attention_kernel}"
+        )
+
+
+ATTENTION_KERNELS = ("fused", "flash2")
+
+FRAMEWORK_FLAGS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(Framework) if f.name not in ("name", "description")
+)
+
+_MEGATRON_2022 = Framework(
+    name="megatron-lm-2022",
+    description=(
+        "Megatron-LM Sept. 2021 - mid 2023: async TP all-reduce under the weight-gradient GEMM, "
+        "gradient-accumulation fusion; no data-parallel overlap"
+    ),
+    grad_reduce_per_microbatch=False,
+)
+
+_PRESETS = (
+    dataclasses.replace(
+        _MEGATRON_2022,
+        name="megatron-lm-2021",
+        description=(
+            "Megatron-LM as in SC21 (Narayanan et al. 2021): no TP overlap, gradients "
+            "accumulated by an extra pass per micro-batch, no data-parallel overlap"
+        ),
+        tp_overlap_wgrad=False,
+        sp_gather_overlap=False,
+        grad_accum_fusion=False,
+        cp_overlap=False,
+    ),
+    _MEGATRON_2022,
+    dataclasses.replace(
+        _MEGATRON_2022,
+        name="megatron-lm",
+        description=(
+            "Megatron-LM / Megatron-Core since mid 2023 with its default flags: as 2022, plus "
+            "p2p overlap in the interleaved schedule; DP overlap and TP comm overlap are opt-in"
+        ),
+        overlap_p2p=True,
+    ),
+    dataclasses.replace(
+        _MEGATRON_2022,
+        name="nemo",
+        description=(
+            "NeMo / Megatron-Bridge performance recipes (Megatron-Core): TP communication "
+            "overlap, overlapped gradient reduce-scatter and parameter all-gather, p2p overlap"
+        ),
+        tp_comm_overlap=True,
+        overlap_grad_reduce=True,
+        overlap_param_gather=True,
+        overlap_p2p=True,
+    ),
+    dataclasses.replace(
+        _MEGATRON_2022,
+        name="deepspeed",
+        description=(
+            "DeepSpeed (ZeRO engine and pipeline engine, Megatron-DeepSpeed): no TP overlap, "
+            "whole-activation pipeline sends, ZeRO-3 gathers per sub-module with prefetch, "
+            "gradients reduced every micro-batch"
+        ),
+        tp_overlap_wgrad=False,
+        sp_gather_overlap=False,
+        grad_accum_fusion=False,
+        cp_overlap=False,
+        overlap_grad_reduce=True,
+        pp_scatter_gather=False,
+        zero3_regather_for_recompute=True,
+        grad_reduce_per_microbatch=True,
+        zero3_gathers_per_layer=6,
+    ),
+    dataclasses.replace(
+        _MEGATRON_2022,
+        name="deepspeed-2021",
+        description=(
+            "DeepSpeed as of mid 2021: ZeRO-3 gathers every parameter tensor on its own and "
+            "synchronously (each all-gather waited on the previous one: DeepSpeed issue #1069, "
+            "fixed by PR #1188, June 2021), so nothing overlaps; otherwise as deepspeed"
+        ),
+        tp_overlap_wgrad=False,
+        sp_gather_overlap=False,
+        grad_accum_fusion=False,
+        cp_overlap=False,
+        overlap_grad_reduce=False,
+        pp_scatter_gather=False,
+        fsdp_prefetch=False,
+        zero3_regather_for_recompute=True,
+        grad_reduce_per_microbatch=True,
+        zero3_gathers_per_layer=12,
+    ),
+    dataclasses.replace(
+        _MEGATRON_2022,
+        name="fsdp",
+        description=(
+            "PyTorch FSDP trainers (Zhao et al. 2023; torchtitan, llm-foundry): one flat "
+            "parameter per layer, forward and backward prefetch, gradients reduce-scattered "
+            "every micro-batch, DDP-style overlap of the reduction with the backward pass"
+        ),
+        tp_overlap_wgrad=False,
+        sp_gather_overlap=False,
+        grad_accum_fusion=False,
+        overlap_grad_reduce=True,
+        overlap_param_gather=True,
+        grad_reduce_per_microbatch=True,
+        attention_kernel="flash2",
+        fused_elementwise=False,
+    ),
+)
+
+FRAMEWORK_PRESETS: dict[str, Framework] = {f.name: f for f in _PRESETS}
+# Other names for the same software, as the validation data and users spell them.
+_ALIASES = {
+    "megatron-core": "megatron-lm",
+    "mcore": "megatron-lm",
+    "megatron-bridge": "nemo",
+    "torchtitan": "fsdp",
+    "llm-foundry": "fsdp",
+    "megatron-deepspeed": "deepspeed",
+}
+
+DEFAULT_FRAMEWORK = "megatron-lm"
+# Every name a request may give: the presets and their other spellings.
+FRAMEWORK_NAMES: tuple[str, ...] = tuple(sorted({*FRAMEWORK_PRESETS, *_ALIASES}))
+
+
+def framework_preset(name: str) -> Framework:
+    """The named preset; NotFoundError lists the known names."""
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    preset = FRAMEWORK_PRESETS.get(key)
+    if preset is None:
+        known = sorted({*FRAMEWORK_PRESETS, *_ALIASES})
+        raise NotFoundError(
+            f"unknown framework preset {name!r}; known: {', '.join(known)}", key=name, known=known
+        )
+    return preset
+
+
+def resolve_framework(name: str, overrides: Mapping[str, bool | int | float | str]) -> Framework:
+    """A preset with some flags overridden; a ValidationError names an unknown preset or flag."""
+    try:
+        preset = framework_preset(name)
+    except NotFoundError:
+        raise ValidationError(
+            "training.framework", name, f"unknown preset; known: {', '.join(FRAMEWORK_NAMES)}"
+        ) from None
+    return preset.replace(**overrides) if overrides else preset

@@ -1,0 +1,188 @@
+"""POST /v1/estimates and /v1/plans with the training software named (issue 11): framework
+presets, per-flag overrides, the new breakdown term and the roofline figures of the cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.schemas import EXAMPLE_FRAMEWORK
+from estimator import (
+    TERMS,
+    ClusterSpec,
+    LayoutSpec,
+    Precision,
+    Recompute,
+    Scenario,
+    TrainingSpec,
+    estimate,
+)
+from estimator.calibrated import FITTED_COMPUTE
+from estimator.frameworks import FRAMEWORK_FLAGS, FRAMEWORK_PRESETS, framework_preset
+from estimator.presets import model_preset
+from profiles.nominal import NOMINAL_SPECS, nominal_bandwidth
+from tests.api.conftest import ESTIMATE, assert_problem, request
+
+EXACT = 1e-12
+
+
+def _training(**changes: object) -> dict[str, object]:
+    return {**ESTIMATE["training"], **changes}
+
+
+def test_the_framework_example_is_estimated_and_named(client: TestClient) -> None:
+    response = client.post("/v1/estimates", json=EXAMPLE_FRAMEWORK)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["framework"]["name"] == "nemo"
+    assert body["framework"]["flags"]["tp_comm_overlap"] is True
+    assert body["framework"]["flags"]["overlap_param_gather"] is False  # the override
+    assert set(body["framework"]["flags"]) == set(FRAMEWORK_FLAGS)
+    assert any(a.startswith("framework=nemo") for a in body["assumptions"])
+    # H100 nominal profile: the fitted FP8 efficiency of the H100 family.
+    assert body["cluster"]["fp8_utilization"] == pytest.approx(
+        FITTED_COMPUTE["h100"].fp8_utilization
+    )
+
+
+def test_the_breakdown_adds_the_optimizer_step_and_keeps_every_term(client: TestClient) -> None:
+    body = client.post("/v1/estimates", json=ESTIMATE).json()
+    assert set(body["breakdown_s"]) == set(TERMS)
+    assert body["breakdown_s"]["optimizer"] > 0
+    assert sum(body["breakdown_s"].values()) == pytest.approx(body["iteration_time_s"])
+    assert body["framework"]["name"] == "megatron-lm"  # the default
+
+
+def test_a_framework_request_equals_the_engine(client: TestClient) -> None:
+    training = _training(
+        framework="megatron-lm-2021", framework_overrides={"tp_overlap_wgrad": True}
+    )
+    body = client.post("/v1/estimates", json=request(ESTIMATE, training=training)).json()
+    a100 = NOMINAL_SPECS["dgx-a100-nominal"]
+    engine = estimate(
+        Scenario(
+            model_preset("gpt3-175b"),
+            TrainingSpec(
+                global_batch_size=1536,
+                recompute=Recompute.FULL,
+                precision=Precision.FP16,
+                framework=framework_preset("megatron-lm-2021").replace(tp_overlap_wgrad=True),
+            ),
+            LayoutSpec(pipeline=8, tensor=8, data=24),
+            ClusterSpec(
+                gpus_per_node=8,
+                peak_flops=312e12,
+                utilization=0.5,
+                bandwidth=nominal_bandwidth("dgx-a100-nominal"),
+                gpu_memory_bytes=80 * 1024**3,
+                memory_bandwidth_gbps=a100.memory_bandwidth_gbps,
+                memory_traffic_factor=a100.memory_traffic_factor,
+                gemm_traffic_factor=FITTED_COMPUTE["a100"].gemm_traffic_factor,
+            ),
+        )
+    )
+    assert body["iteration_time_s"] == pytest.approx(engine.iteration_time_s, rel=EXACT)
+    for name in TERMS:
+        assert body["breakdown_s"][name] == pytest.approx(
+            engine.breakdown.as_dict()[name], rel=EXACT, abs=1e-15
+        )
+
+
+def test_overlap_flags_change_the_exposed_time_not_the_link_time(client: TestClient) -> None:
+    layout = {**ESTIMATE["layout"], "zero_stage": 1}
+    plain = client.post("/v1/estimates", json=request(ESTIMATE, layout=layout)).json()
+    overrides = {"overlap_grad_reduce": True, "overlap_param_gather": True, "tp_comm_overlap": True}
+    hidden = client.post(
+        "/v1/estimates",
+        json=request(ESTIMATE, layout=layout, training=_training(framework_overrides=overrides)),
+    ).json()
+    assert hidden["breakdown_s"]["dp"] < plain["breakdown_s"]["dp"]
+    assert hidden["breakdown_s"]["tp"] < plain["breakdown_s"]["tp"]
+    assert hidden["link_time_s"]["dp"] == pytest.approx(plain["link_time_s"]["dp"], rel=EXACT)
+    assert hidden["link_time_s"]["tp"] == pytest.approx(plain["link_time_s"]["tp"], rel=EXACT)
+
+
+def test_an_unknown_framework_is_a_422_listing_the_presets(client: TestClient) -> None:
+    response = client.post(
+        "/v1/estimates", json=request(ESTIMATE, training=_training(framework="megatron-9000"))
+    )
+    body = assert_problem(response, 422)
+    assert "nemo" in body["detail"] and "megatron-lm-2021" in body["detail"]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"overlap_everything": True}, {"tp_comm_overlap": "maybe"}, {"zero3_gathers_per_layer": 0}],
+)
+def test_a_bad_override_is_a_422(client: TestClient, overrides: dict[str, object]) -> None:
+    response = client.post(
+        "/v1/estimates",
+        json=request(ESTIMATE, training=_training(framework_overrides=overrides)),
+    )
+    assert_problem(response, 422)
+
+
+def test_moe_capacity_factor_is_taken_and_checked(client: TestClient) -> None:
+    moe = {"preset": "mixtral-8x7b", "seq_length": 4096}
+    layout = {"pipeline": 1, "tensor": 2, "data": 8, "expert_parallel": 8}
+    base = request(ESTIMATE, model=moe, layout=layout)
+    base["training"] = {"global_batch_size": 64, "micro_batch_size": 1, "precision": "bf16"}
+    balanced = client.post("/v1/estimates", json=base)
+    assert balanced.status_code == 200, balanced.text
+    skewed = request(base, training={**base["training"], "moe_capacity_factor": 1.5})
+    slower = client.post("/v1/estimates", json=skewed).json()
+    assert slower["breakdown_s"]["compute"] > balanced.json()["breakdown_s"]["compute"]
+    bad = request(base, training={**base["training"], "moe_capacity_factor": 0.5})
+    assert_problem(client.post("/v1/estimates", json=bad), 422)
+
+
+def test_roofline_figures_can_be_given_with_explicit_clusters(client: TestClient) -> None:
+    explicit = request(ESTIMATE, training=_training(precision="fp8", framework="fsdp"))
+    explicit["cluster"] = {
+        "gpus_per_node": 8,
+        "gpu": "h100-sxm5-80gb",
+        "utilization": 0.6,
+        "bandwidth_gbps": {"tp": 346, "pp": 46, "dp": 46},
+        "memory_traffic_factor": 2.0,
+        "gemm_traffic_factor": 0.5,
+        "fp8_utilization": 0.55,
+    }
+    response = client.post("/v1/estimates", json=explicit)
+    assert response.status_code == 200, response.text
+    cluster = response.json()["cluster"]
+    assert (cluster["gemm_traffic_factor"], cluster["fp8_utilization"]) == (0.5, 0.55)
+    assert cluster["flash2_efficiency"] == 0.5  # the H100 preset's (Hopper)
+    bad = request(explicit)
+    bad["cluster"]["fp8_utilization"] = 1.5
+    assert_problem(client.post("/v1/estimates", json=bad), 422)
+
+
+def test_framework_presets_are_listed_with_their_flags(client: TestClient) -> None:
+    response = client.get("/v1/presets/frameworks")
+    assert response.status_code == 200
+    presets = {p["name"]: p for p in response.json()}
+    assert set(presets) == set(FRAMEWORK_PRESETS)
+    assert "megatron-bridge" in presets["nemo"]["aliases"]
+    assert presets["megatron-lm-2021"]["flags"]["grad_accum_fusion"] is False
+
+
+def test_a_plan_takes_the_framework(client: TestClient) -> None:
+    plan: dict[str, Any] = {
+        "model": {"preset": "gpt3-175b"},
+        "training": {"global_batch_size": 1536, "framework": "megatron-lm-2021"},
+        "cluster": {"profile": "dgx-a100-nominal", "utilization": 0.5},
+        "gpus": 1536,
+        "top_k": 3,
+        "max_tensor": 8,
+    }
+    old = client.post("/v1/plans", json=plan)
+    assert old.status_code == 200, old.text
+    new = client.post(
+        "/v1/plans", json={**plan, "training": {**plan["training"], "framework": "nemo"}}
+    )
+    assert new.status_code == 200, new.text
+    best_old = old.json()["layouts"][0]["iteration_time_s"]
+    best_new = new.json()["layouts"][0]["iteration_time_s"]
+    assert best_new < best_old  # NeMo overlaps what 2021 Megatron-LM exposed
