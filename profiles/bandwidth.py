@@ -1403,8 +1403,9 @@ class ProfileBandwidth:
     def _evaluate(
         self, op: Collective, ranks: FloatArray, nodes: FloatArray, size_bytes: FloatArray
     ) -> FloatArray:
-        ranks_i = np.rint(ranks).astype(np.int64)
-        nodes_i = np.rint(nodes).astype(np.int64)
+        with np.errstate(invalid="ignore"):  # NaN and inf are refused by _validate
+            ranks_i = ranks.astype(np.int64)  # exact for whole numbers; others fail _validate
+            nodes_i = nodes.astype(np.int64)
         _validate(ranks, nodes, size_bytes, ranks_i, nodes_i)
         if ranks_i.size == 0:
             return np.empty(0)
@@ -1413,15 +1414,13 @@ class ProfileBandwidth:
         r0, k0 = int(ranks_i[0]), int(nodes_i[0])
         if (ranks_i == r0).all() and (nodes_i == k0).all():
             return self._evaluate_at(op, r0, k0, sizes, log_sizes)
-        keys = ranks_i * np.int64(1 << 32) + nodes_i
-        unique, inverse = np.unique(keys, return_inverse=True)
+        placements, inverse = _factorize(ranks_i, nodes_i)
+        # a stable sort of small integers is a radix sort: linear in the number of queries
         order = np.argsort(inverse, kind="stable")
-        bounds = np.cumsum(np.bincount(inverse, minlength=unique.size))[:-1]
+        bounds = np.cumsum(np.bincount(inverse, minlength=len(placements)))[:-1]
         out = np.empty(sizes.shape, dtype=np.float64)
-        for key, idx in zip(unique.tolist(), np.split(order, bounds), strict=True):
-            out[idx] = self._evaluate_at(
-                op, key >> 32, key & 0xFFFFFFFF, sizes[idx], log_sizes[idx]
-            )
+        for (r, k), idx in zip(placements, np.split(order, bounds), strict=True):
+            out[idx] = self._evaluate_at(op, r, k, sizes[idx], log_sizes[idx])
         return out
 
     def _evaluate_at(
@@ -1468,6 +1467,40 @@ class ProfileBandwidth:
         return ProfileBandwidth(
             self.name, kept, self._nominal_runs or self._nominal, nominal_name=self.nominal_name
         )
+
+
+_FACTOR_LIMIT = 1 << 16  # ranks and nodes below it are factorized by counting, not sorting
+
+
+def _factorize(ranks: IntArray, nodes: IntArray) -> tuple[list[Placement], npt.NDArray[Any]]:
+    """The distinct (ranks, nodes) pairs and, per query, the index of its pair.
+
+    Counting (``bincount``) where the values are small, as a sweep's are; ``np.unique`` (a
+    sort) otherwise. The index array is as narrow as the pair count allows, so sorting it by
+    ``argsort(kind="stable")`` is numpy's radix sort.
+    """
+    if int(ranks.max()) < _FACTOR_LIMIT and int(nodes.max()) < _FACTOR_LIMIT:
+        rank_values = np.flatnonzero(np.bincount(ranks))
+        node_values = np.flatnonzero(np.bincount(nodes))
+        rank_index = np.zeros(int(rank_values[-1]) + 1, dtype=np.int64)
+        rank_index[rank_values] = np.arange(rank_values.size)
+        node_index = np.zeros(int(node_values[-1]) + 1, dtype=np.int64)
+        node_index[node_values] = np.arange(node_values.size)
+        combined = rank_index[ranks] * node_values.size + node_index[nodes]
+        present = np.flatnonzero(np.bincount(combined))
+        pair_index = np.zeros(rank_values.size * node_values.size, dtype=np.int64)
+        pair_index[present] = np.arange(present.size)
+        inverse = pair_index[combined]
+        pairs = [
+            (int(rank_values[c // node_values.size]), int(node_values[c % node_values.size]))
+            for c in present.tolist()
+        ]
+    else:
+        keys = ranks * np.int64(1 << 32) + nodes
+        unique, inverse = np.unique(keys, return_inverse=True)
+        pairs = [(key >> 32, key & 0xFFFFFFFF) for key in unique.tolist()]
+    narrow = np.uint8 if len(pairs) <= 0xFF else np.uint16 if len(pairs) <= 0xFFFF else np.int64
+    return pairs, inverse.astype(narrow)
 
 
 def _validate_scalar(ranks: float, nodes: float, size_bytes: float) -> tuple[int, int, float]:
