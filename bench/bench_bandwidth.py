@@ -110,6 +110,18 @@ def bench_lookups() -> None:
     )
 
 
+def print_rows(title: str, rows: list[tuple[str, float, float]], large: int) -> None:
+    """A table of (label, seconds at 10 runs, seconds at ``large`` runs) with the ratios."""
+    print(f"{title:58} {'10 runs':>10} {f'{large:,} runs':>12} {'ratio':>7}  target")
+    for label, small, big in rows:
+        ratio = big / small
+        verdict = "ok" if ratio <= SCALING_TARGET else "OVER"
+        print(
+            f"{label:58} {small * 1e3:8.3f} ms {big * 1e3:10.3f} ms {ratio:6.2f}x  "
+            f"<= {SCALING_TARGET:g}x {verdict}"
+        )
+
+
 # --- 2. read scaling ------------------------------------------------------------------------
 
 
@@ -221,14 +233,7 @@ def bench_scaling(large: int) -> None:
             number=500,
         )
         rows.append(("/bandwidth warm (built provider, a new size)", small, big))
-        print(f"{'':58} {'10 runs':>10} {f'{large:,} runs':>12} {'ratio':>7}  target")
-        for label, small, big in rows:
-            ratio = big / small
-            verdict = "ok" if ratio <= SCALING_TARGET else "OVER"
-            print(
-                f"{label:58} {small * 1e3:8.3f} ms {big * 1e3:10.3f} ms {ratio:6.2f}x  "
-                f"<= {SCALING_TARGET:g}x {verdict}"
-            )
+        print_rows("in process", rows, large)
         extra = prepare_parsed(
             text="# one more upload\n",
             runs=[
@@ -307,14 +312,7 @@ def bench_api(url: str, tmp: Path, large: int) -> None:
         for label, make in makers:
             small, big = paired(make("small"), make("large"), repeat=21, number=5)
             rows.append((label, small, big))
-        print(f"{'through the app (TestClient)':58} {'10 runs':>10} {f'{large:,} runs':>12}")
-        for label, small, big in rows:
-            ratio = big / small
-            verdict = "ok" if ratio <= SCALING_TARGET else "OVER"
-            print(
-                f"{label:58} {small * 1e3:8.3f} ms {big * 1e3:10.3f} ms {ratio:6.2f}x  "
-                f"<= {SCALING_TARGET:g}x {verdict}"
-            )
+        print_rows("through the app (TestClient)", rows, large)
         start = time.perf_counter()
         page = client.get("/v1/profiles/large/runs")
         elapsed = time.perf_counter() - start
