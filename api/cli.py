@@ -1090,20 +1090,117 @@ def profile_upload_disable(
     typer.echo(f"upload {upload_id} of profile {name}: {state}")
 
 
+# Query parameters of POST .../training-logs that --set may give (the others have options).
+LOG_FIELDS = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "seq_length",
+    "ffn_hidden_size",
+    "num_query_groups",
+    "tensor",
+    "pipeline",
+    "context_parallel",
+    "expert_parallel",
+    "virtual_stages",
+    "micro_batch_size",
+    "global_batch_size",
+    "recompute",
+)
+
+
+@profile_app.command("upload-log")
+def profile_upload_log(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Profile name.")],
+    file: Annotated[Path, typer.Argument(help="The text a Megatron-LM / NeMo run printed.")],
+    label: Annotated[str | None, typer.Option(help="A name for the run.")] = None,
+    gpus: Annotated[
+        int | None, typer.Option(min=1, help="GPUs of the run, if the log does not say.")
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option(min=1, help="GPUs per node of the run.")
+    ] = None,
+    vocab_size: Annotated[
+        int | None, typer.Option(min=1, help="Vocabulary before padding, if not in the log.")
+    ] = None,
+    precision: Annotated[
+        str | None, typer.Option(help="fp32, bf16, fp16 or fp8, if not in the log.")
+    ] = None,
+    warmup_iterations: Annotated[
+        int | None,
+        typer.Option(min=0, help="Iterations after a (re)start left out (default 10)."),
+    ] = None,
+    set_fields: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help=f"FIELD=VALUE for another field the log lacks ({', '.join(LOG_FIELDS)}).",
+        ),
+    ] = None,
+) -> None:
+    """Store a training run read from its log: POST /v1/profiles/{name}/training-logs.
+
+    Prints the answer (steady-state iteration time, the iterations used and left out, the
+    request read); `profile calibrate NAME --use-stored-runs` then fits u on stored runs."""
+    if not file.is_file():
+        _die(f"{file}: no such file", EXIT_BAD_INPUT)
+    params: dict[str, str] = {
+        k: str(v)
+        for k, v in (
+            ("label", label),
+            ("gpus", gpus),
+            ("gpus_per_node", gpus_per_node),
+            ("vocab_size", vocab_size),
+            ("precision", precision),
+            ("warmup_iterations", warmup_iterations),
+        )
+        if v is not None
+    }
+    for item in set_fields or []:
+        key, eq, value = item.partition("=")
+        if not eq or key not in LOG_FIELDS:
+            _die(
+                f"--set {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(LOG_FIELDS)}",
+                EXIT_BAD_INPUT,
+            )
+        params[key] = value
+    with open_service(_options(ctx)) as service, file.open("rb") as handle:
+        result = service.json(
+            "POST",
+            f"/v1/profiles/{name}/training-logs",
+            files={"file": (file.name, handle, "text/plain")},
+            params=params,
+        )
+    for warning in result.get("warnings") or [] if isinstance(result, dict) else []:
+        _note(f"warning: {warning}")
+    emit_json(result)
+
+
 @profile_app.command("calibrate")
 def profile_calibrate(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Profile name.")],
     measurements: Annotated[
-        str, typer.Option(help="JSON file of measured iteration times (- for stdin).")
-    ],
+        str | None, typer.Option(help="JSON file of measured iteration times (- for stdin).")
+    ] = None,
+    use_stored_runs: Annotated[
+        bool,
+        typer.Option(help="Also fit on every run stored with `profile upload-log`."),
+    ] = False,
     apply: Annotated[
         bool, typer.Option("--apply/--no-apply", help="Store the fitted u on the profile.")
     ] = False,
 ) -> None:
     """Fit the utilization u from measured iterations: POST /v1/profiles/{name}/calibrations."""
-    data = read_json(measurements, "--measurements")
-    body = dict(data) if isinstance(data, dict) else {"runs": data}
+    if measurements is None and not use_stored_runs:
+        _die("give --measurements FILE or --use-stored-runs", EXIT_BAD_INPUT)
+    body: dict[str, Any] = {}
+    if measurements is not None:
+        data = read_json(measurements, "--measurements")
+        body = dict(data) if isinstance(data, dict) else {"runs": data}
+    if use_stored_runs:
+        body["use_stored_runs"] = True
     body["apply"] = apply
     with open_service(_options(ctx)) as service:
         emit_json(service.json("POST", f"/v1/profiles/{name}/calibrations", json_body=body))

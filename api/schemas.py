@@ -22,8 +22,10 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     WithJsonSchema,
     computed_field,
+    field_validator,
     model_validator,
     with_config,
 )
@@ -555,8 +557,38 @@ class CalibrationRequest(_In):
         },
     )
 
-    runs: list[CalibrationRunIn] = Field(min_length=1, max_length=1000)
+    stored_run_ids: list[Annotated[int, Field(ge=1, le=MAX_COUNT)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        description="measured runs stored from training logs (GET .../training-logs) to fit on",
+    )
+    use_stored_runs: bool = Field(
+        False, description="fit on every measured run stored for the profile"
+    )
+    runs: list[CalibrationRunIn] = Field(
+        default_factory=list, max_length=1000, validate_default=True
+    )
     apply: bool = False
+
+    @field_validator("runs")
+    @classmethod
+    def _some_runs(
+        cls, runs: list[CalibrationRunIn], info: ValidationInfo
+    ) -> list[CalibrationRunIn]:
+        stored = info.data.get("stored_run_ids") is not None or info.data.get("use_stored_runs")
+        if not runs and not stored:
+            raise ValueError(
+                "must hold at least one measured run, or name stored ones "
+                "(stored_run_ids, use_stored_runs)"
+            )
+        return runs
+
+    @model_validator(mode="after")
+    def _one_way_to_name_stored_runs(self) -> CalibrationRequest:
+        if self.use_stored_runs and self.stored_run_ids is not None:
+            raise ValueError("give stored_run_ids or use_stored_runs, not both")
+        return self
 
 
 class ProfileCreate(_In):
@@ -1159,3 +1191,91 @@ class HealthResponse(_Out):
 class ReadyResponse(_Out):
     status: Literal["ready"]
     database: str
+
+
+# --- training logs ----------------------------------------------------------------------------
+
+
+class TrainingLogHints(BaseModel):
+    """What the uploader supplies that a training log does not state (the query parameters of
+    POST /v1/profiles/{name}/training-logs); where the log states a field, the log wins."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str | None = Field(None, max_length=200, description="a name for the run")
+    gpus: int | None = Field(None, ge=1, le=MAX_COUNT, description="GPUs of the run (world)")
+    gpus_per_node: int | None = Field(None, ge=1, le=1024)
+    vocab_size: int | None = Field(None, ge=1, le=MAX_COUNT, description="before padding")
+    num_layers: int | None = Field(None, ge=1, le=MAX_COUNT)
+    hidden_size: int | None = Field(None, ge=1, le=MAX_COUNT)
+    num_attention_heads: int | None = Field(None, ge=1, le=MAX_COUNT)
+    seq_length: int | None = Field(None, ge=1, le=MAX_COUNT)
+    ffn_hidden_size: int | None = Field(None, ge=1, le=MAX_COUNT)
+    num_query_groups: int | None = Field(None, ge=1, le=MAX_COUNT)
+    tensor: int | None = Field(None, ge=1, le=MAX_COUNT)
+    pipeline: int | None = Field(None, ge=1, le=MAX_COUNT)
+    context_parallel: int | None = Field(None, ge=1, le=MAX_COUNT)
+    expert_parallel: int | None = Field(None, ge=1, le=MAX_COUNT)
+    virtual_stages: int | None = Field(None, ge=1, le=MAX_COUNT)
+    micro_batch_size: int | None = Field(None, ge=1, le=MAX_COUNT)
+    global_batch_size: int | None = Field(None, ge=1, le=MAX_COUNT)
+    precision: Precision | None = None
+    recompute: Recompute | None = None
+    warmup_iterations: int | None = Field(
+        None, ge=0, le=MAX_COUNT, description="iterations after a (re)start left out (default 10)"
+    )
+
+
+class DroppedIntervalOut(_Out):
+    iteration: int = Field(description="the logged iteration that ends the interval")
+    reason: str
+
+
+class MissingFieldOut(_Out):
+    field: str = Field(description="where it goes in the request")
+    query_parameter: str = Field(description="the query parameter that supplies it")
+    what: str
+    required: bool
+
+
+class MeasuredRequestOut(_Out):
+    """The run's ``model``, ``layout`` and ``training``, as POST /v1/estimates takes them."""
+
+    model: dict[str, Any]
+    layout: dict[str, Any]
+    training: dict[str, Any]
+
+
+class MeasuredRunRead(_Out):
+    """A stored measured run (from the ORM ``MeasuredRun``)."""
+
+    id: int
+    profile: str
+    label: str
+    file_name: str | None
+    format: str = Field(description="megatron-lm, megatron-deepspeed or nemo")
+    iteration_time_s: float = Field(description="median of the steady-state intervals")
+    intervals_used: int
+    iterations_used: list[int]
+    dropped: list[DroppedIntervalOut]
+    request: MeasuredRequestOut
+    hints: dict[str, Any] = Field(description="the query parameters that filled gaps")
+    notes: list[str]
+    warnings: list[str]
+    created_at: datetime
+
+
+class TrainingLogResponse(MeasuredRunRead):
+    """POST /v1/profiles/{name}/training-logs: the run read and stored."""
+
+    already_stored: bool
+    dropped_count: int
+    warmup: str = Field(description="how warm-up iterations were left out")
+    missing: list[MissingFieldOut] = Field(
+        description="fields the log does not state that have a default (required ones are a 422)"
+    )
+
+
+class MeasuredRunsPage(_Out):
+    runs: list[MeasuredRunRead]
+    count: int

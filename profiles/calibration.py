@@ -36,6 +36,22 @@ class CalibrationResult:
     mape_pct: float  # mean |residual_pct|
 
 
+def sample_from_predictions(
+    *, at_full_s: float, at_half_s: float, measured_s: float, label: str | None = None
+) -> CalibrationSample:
+    """A sample from the engine's predictions at u = 1 and u = 0.5 and a measured time.
+
+    T(u) = A/u + B gives T(1) = A + B and T(0.5) = 2A + B, so A = T(0.5) − T(1), B = T(1) − A.
+    The measured time may come from a request body or from a stored measured run (a training
+    log, ``profiles.measured_runs.calibration_runs``): the fit is the same.
+    """
+    scaled = at_half_s - at_full_s
+    fixed = at_full_s - scaled
+    if -1e-9 * at_full_s < fixed < 0.0:
+        fixed = 0.0  # rounding of a purely compute-bound time
+    return CalibrationSample(scaled_s=scaled, fixed_s=fixed, measured_s=measured_s, label=label)
+
+
 def _check(samples: Sequence[CalibrationSample]) -> None:
     if not samples:
         raise CalibrationError("samples", [], "at least one measured iteration time is needed")

@@ -288,3 +288,28 @@ class Baseline(Base):
     iteration_time_s: Mapped[float] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class MeasuredRun(Base):
+    """A training run measured on the profile's cluster: the request it ran and its steady-state
+    iteration time, read from the run's log; stored once per profile and parsed content."""
+
+    __tablename__ = "measured_runs"
+    __table_args__ = (UniqueConstraint("profile_id", "content_sha256"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id", ondelete="CASCADE"))
+    label: Mapped[str] = mapped_column(String(200))
+    file_name: Mapped[str | None] = mapped_column(String(255))
+    format: Mapped[str] = mapped_column(String(32))  # megatron-lm, megatron-deepspeed, nemo
+    source_sha256: Mapped[str] = mapped_column(String(64))  # of the uploaded text
+    content_sha256: Mapped[str] = mapped_column(String(64))  # of what was read (idempotency)
+    request: Mapped[Any] = mapped_column(JSON)  # model / layout / training
+    iteration_time_s: Mapped[float] = mapped_column(Float)
+    intervals_used: Mapped[int] = mapped_column(Integer)
+    iterations_used: Mapped[list[int]] = mapped_column(JSON)
+    dropped: Mapped[Any] = mapped_column(JSON)  # [{"iteration", "reason"}]
+    hints: Mapped[Any] = mapped_column(JSON)  # the query parameters that filled gaps
+    notes: Mapped[list[str]] = mapped_column(JSON)
+    warnings: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

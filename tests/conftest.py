@@ -34,7 +34,16 @@ from profiles.db import make_engine, session_factory, upgrade_database
 
 TEST_DATABASE_ENV = "COMMEST_TEST_DATABASE_URL"
 TEST_TOKEN = "test-token"
-TABLES = ("points", "runs", "uploads", "placement_curves", "calibrations", "baselines", "profiles")
+TABLES = (
+    "points",
+    "runs",
+    "uploads",
+    "placement_curves",
+    "calibrations",
+    "measured_runs",
+    "baselines",
+    "profiles",
+)
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres),

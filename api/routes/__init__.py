@@ -15,6 +15,7 @@ from api.routes import (
     presets,
     profiles,
     runs,
+    training_logs,
     uploads,
 )
 
@@ -28,6 +29,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     profiles.router,
     runs.router,
     uploads.router,
+    training_logs.router,
     calibrations.router,
     presets.router,
 )

@@ -143,12 +143,12 @@ def _file_hints(raw: str) -> dict[str, FileHints]:
 Texts = list[tuple[str | None, str]]
 
 
-async def _multipart_texts(request: Request, max_files: int) -> tuple[Texts, dict[str, FileHints]]:
-    """The (file name, text) of each file of a multipart body, and its per-file hints.
-
-    Starlette's parser refuses the part past ``max_files`` (or ``max_fields`` form fields)
-    while the body streams in.
-    """
+async def _multipart_texts(
+    request: Request, max_files: int, hint_names: str, *, per_file_hints: bool = False
+) -> tuple[Texts, str | None]:
+    """The (file name, text) of each file of a multipart body, and the raw ``hints`` field
+    when ``per_file_hints`` allows one. Starlette's parser refuses the part past
+    ``max_files`` (or ``max_fields`` form fields) while the body streams in."""
     try:
         form = await request.form(max_files=max_files, max_fields=max_files)
     except MultiPartException as exc:  # a request outside an app (tests) gets it as is
@@ -160,15 +160,14 @@ async def _multipart_texts(request: Request, max_files: int) -> tuple[Texts, dic
     try:
         items = list(form.multi_items())
         fields = [(key, value) for key, value in items if not isinstance(value, UploadFile)]
-        others = [key for key, _ in fields if key != _HINTS_FIELD]
-        if others or len(fields) > 1:
+        allowed = per_file_hints and len(fields) == 1 and fields[0][0] == _HINTS_FIELD
+        if fields and not allowed:
+            also = " and one 'hints' field (JSON per file name)" if per_file_hints else ""
             raise ValidationError(
-                (others or [_HINTS_FIELD])[0],
+                next((k for k, _ in fields if k != _HINTS_FIELD), fields[0][0]),
                 "<form field>",
-                "only files and one 'hints' field (JSON per file name) are accepted; give "
-                "op, ranks, nodes, backend, dtype, label as query parameters",
+                f"only files{also} are accepted; give {hint_names} as query parameters",
             )
-        per_file = _file_hints(str(fields[0][1])) if fields else {}
         files = [(key, value) for key, value in items if isinstance(value, UploadFile)]
         if not files:
             raise ValidationError("files", 0, "the multipart body holds no file")
@@ -177,26 +176,65 @@ async def _multipart_texts(request: Request, max_files: int) -> tuple[Texts, dic
             assert isinstance(value, UploadFile)
             name = value.filename or key
             texts.append((name, _decode(await value.read(), f"files[{name}]")))
-        return texts, per_file
+        return texts, (str(fields[0][1]) if fields else None)
     finally:
         await form.close()
 
 
-async def read_upload(
-    request: Request, *, max_bytes: int, max_files: int, filename: str | None = None
-) -> tuple[Texts, dict[str, FileHints]]:
-    """The benchmark texts of an upload (with their file names), and any per-file hints.
-
-    The size cap is checked on ``Content-Length`` before anything is read, then while the
-    body streams in (here for a raw body, by ``api.app.BodyCap`` for a multipart one).
-    """
+async def _read(
+    request: Request,
+    *,
+    max_bytes: int,
+    max_files: int,
+    hint_names: str,
+    filename: str | None = None,
+    per_file_hints: bool = False,
+) -> tuple[Texts, str | None]:
+    """The size cap is checked on ``Content-Length`` before anything is read, then while the
+    body streams in (here for a raw body, by ``api.app.BodyCap`` for a multipart one)."""
     _declared_length(request, max_bytes)
     media, params = parse_options_header(request.headers.get("content-type", ""))
     if media != b"multipart/form-data":
-        return [(filename, _decode(await _capped_body(request, max_bytes), "body"))], {}
+        return [(filename, _decode(await _capped_body(request, max_bytes), "body"))], None
     if not params.get(b"boundary"):
         raise ValidationError("Content-Type", media.decode(), "multipart needs a boundary")
-    return await _multipart_texts(request, max_files)
+    return await _multipart_texts(request, max_files, hint_names, per_file_hints=per_file_hints)
+
+
+async def read_named_upload(
+    request: Request,
+    *,
+    max_bytes: int,
+    max_files: int,
+    hint_names: str = "op, ranks, nodes, backend, dtype",
+) -> list[tuple[str | None, str]]:
+    """The texts of an upload with their file names: the raw body (no name), or each file of a
+    multipart body (no form field). ``hint_names`` are the query parameters a form field is
+    pointed to."""
+    texts, _ = await _read(request, max_bytes=max_bytes, max_files=max_files, hint_names=hint_names)
+    return texts
+
+
+async def read_upload(request: Request, *, max_bytes: int, max_files: int) -> list[str]:
+    """The benchmark texts of an upload: the raw body, or each file of a multipart body."""
+    named = await read_named_upload(request, max_bytes=max_bytes, max_files=max_files)
+    return [text for _, text in named]
+
+
+async def read_benchmark_upload(
+    request: Request, *, max_bytes: int, max_files: int, filename: str | None = None
+) -> tuple[Texts, dict[str, FileHints]]:
+    """The benchmark texts of an upload with their file names (``filename`` names a raw
+    body), and the per-file hints of a multipart body's ``hints`` field."""
+    texts, raw_hints = await _read(
+        request,
+        max_bytes=max_bytes,
+        max_files=max_files,
+        hint_names="op, ranks, nodes, backend, dtype, label",
+        filename=filename,
+        per_file_hints=True,
+    )
+    return texts, (_file_hints(raw_hints) if raw_hints is not None else {})
 
 
 def _store(
@@ -239,7 +277,7 @@ async def upload_runs(
     ends, a markdown fence, launcher prefixes) is the same upload.
     """
     settings = runtime.settings
-    texts, per_file = await read_upload(
+    texts, per_file = await read_benchmark_upload(
         request,
         max_bytes=settings.max_upload_bytes,
         max_files=settings.max_upload_files,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy.orm import Session
 
 from api.caches import Profiles
@@ -19,23 +20,26 @@ from api.schemas import (
 )
 from estimator import Scenario, estimate
 from estimator.errors import ValidationError
-from profiles import repository
-from profiles.calibration import CalibrationSample, fit_utilization
+from profiles import measured_runs, repository
+from profiles.calibration import CalibrationSample, fit_utilization, sample_from_predictions
 from profiles.models import Calibration
 
 
-def _calibration_request(run: CalibrationEstimateIn, name: str, index: int) -> EstimateRequest:
-    where = f"runs[{index}].request.cluster"
+def _calibration_request(run: CalibrationEstimateIn, name: str, where: str) -> EstimateRequest:
     cluster = run.cluster or ClusterIn(profile=name)
     if cluster.profile is None:
         cluster = cluster.model_copy(update={"profile": name})
     elif cluster.profile != name:
         raise ValidationError(
-            f"{where}.profile", cluster.profile, f"must be the calibrated profile {name!r}"
+            f"{where}.cluster.profile",
+            cluster.profile,
+            f"must be the calibrated profile {name!r}",
         )
     if cluster.utilization is not None:
         raise ValidationError(
-            f"{where}.utilization", cluster.utilization, "calibration fits u; leave it out"
+            f"{where}.cluster.utilization",
+            cluster.utilization,
+            "calibration fits u; leave it out",
         )
     return EstimateRequest(
         model=run.model,
@@ -47,13 +51,47 @@ def _calibration_request(run: CalibrationEstimateIn, name: str, index: int) -> E
     )
 
 
+def _measurements(
+    *, session: Session, name: str, body: CalibrationRequest
+) -> list[tuple[str, CalibrationEstimateIn, float, str]]:
+    """(where, request, measured time, label) of every run to fit: the body's ``runs``, then
+    the stored measured runs it names (``stored_run_ids``) or all of them
+    (``use_stored_runs``)."""
+    out = [
+        (
+            f"runs[{i}].request",
+            run.request,
+            run.measured_iteration_time_s,
+            run.label or f"runs[{i}]",
+        )
+        for i, run in enumerate(body.runs)
+    ]
+    if body.stored_run_ids is not None or body.use_stored_runs:
+        stored = measured_runs.calibration_runs(
+            session=session, profile_name=name, run_ids=body.stored_run_ids
+        )
+        for run in stored:
+            where = f"stored run {run.run_id}.request"
+            try:
+                request = CalibrationEstimateIn.model_validate(run.request)
+            except PydanticValidationError as exc:
+                raise ValidationError(
+                    where, run.run_id, f"is not an estimate request any more: {exc}"
+                ) from None
+            out.append((where, request, run.measured_iteration_time_s, run.label))
+    return out
+
+
 def create_calibration(
     *, session: Session, name: str, body: CalibrationRequest, profiles: Profiles
 ) -> CalibrationResponse:
-    """Fit u from measured iteration times: T(u) = A/u + B from the engine at u = 1 and 0.5."""
+    """Fit u from measured iteration times (given, or stored from training logs): T(u) = A/u + B
+    from the engine at u = 1 and 0.5."""
     samples = []
-    for i, run in enumerate(body.runs):
-        request = _calibration_request(run.request, name, i)
+    for where, run_request, measured_s, label in _measurements(
+        session=session, name=name, body=body
+    ):
+        request = _calibration_request(run_request, name, where)
         with_u = request.model_copy(
             update={"cluster": request.cluster.model_copy(update={"utilization": 1.0})}
         )
@@ -69,17 +107,9 @@ def create_calibration(
             gpus=sc.gpus,
         )
         at_half = estimate(half).iteration_time_s
-        # T(u) = A/u + B: T(1) = A + B and T(0.5) = 2A + B, so A = T(0.5) - T(1).
-        scaled = at_half - at_one
-        fixed = at_one - scaled
-        if -1e-9 * at_one < fixed < 0.0:
-            fixed = 0.0  # rounding of a purely compute-bound time
         samples.append(
-            CalibrationSample(
-                scaled_s=scaled,
-                fixed_s=fixed,
-                measured_s=run.measured_iteration_time_s,
-                label=run.label or f"runs[{i}]",
+            sample_from_predictions(
+                at_full_s=at_one, at_half_s=at_half, measured_s=measured_s, label=label
             )
         )
     result = fit_utilization(samples)

@@ -594,6 +594,35 @@ def test_profile_calibrate_fits_u_from_the_example_measurements(env: Path) -> No
     assert body["applied"] is False
 
 
+def test_profile_upload_log_then_calibrate_on_stored_runs(env: Path, tmp_path: Path) -> None:
+    logs = Path(__file__).resolve().parents[1] / "profiles" / "fixtures" / "training_logs"
+    log = tmp_path / "gpt2-run.log"
+    log.write_text(
+        (logs / "megatron_lm_gpt2_345m_tp2_pp2.txt").read_text().replace("padded vocab", "pv"),
+        encoding="utf-8",
+    )
+    lacking = run("profile", "upload-log", "dgx-a100-nominal", str(log))
+    assert lacking.exit_code == 2
+    assert "vocab_size" in lacking.stderr
+    uploaded = run(
+        "profile", "upload-log", "dgx-a100-nominal", str(log), "--vocab-size", "50257",
+        "--label", "gpt2", "--set", "recompute=none",
+    )  # fmt: skip
+    assert uploaded.exit_code == 0, uploaded.stderr
+    body = json.loads(uploaded.stdout)
+    assert body["file_name"] == "gpt2-run.log" and body["label"] == "gpt2"
+    assert body["iteration_time_s"] == pytest.approx(1.0826)
+    assert body["hints"] == {"vocab_size": 50257, "recompute": "none"}
+    assert "warning: the log ends at iteration 2000" in uploaded.stderr
+    bad = run("profile", "upload-log", "dgx-a100-nominal", str(log), "--set", "layers=3")
+    assert bad.exit_code == 2 and "FIELD=VALUE" in bad.stderr
+    fitted = run("profile", "calibrate", "dgx-a100-nominal", "--use-stored-runs")
+    assert fitted.exit_code == 0, fitted.stderr
+    assert 0 < json.loads(fitted.stdout)["utilization"] <= 1
+    neither = run("profile", "calibrate", "dgx-a100-nominal")
+    assert neither.exit_code == 2
+
+
 def test_serve_migrates_prints_where_and_runs_the_app_factory(
     env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,6 +74,9 @@ CALIBRATION = {
 }
 PROFILE_RUN = {"path_parameters": {"name": "lab"}}
 UPLOAD = {"name": "lab"}  # the seed's upload is the profile's first: id 1
+GPT2_LOG = fixture_text("training_logs/megatron_lm_gpt2_345m_tp2_pp2.txt")
+LLAMA_LOG = fixture_text("training_logs/megatron_deepspeed_llama_tp2_pp2.txt")
+MEASURED_RUN = {"path_parameters": {"name": "lab", "run_id": 1}}
 
 #: Valid requests per operation (``Case`` keyword arguments). The seed (see ``_seed``) has
 #: made profile ``lab`` (with one all_reduce upload) and baseline ``base``.
@@ -138,6 +141,16 @@ VALID: dict[str, list[dict[str, Any]]] = {
     ],
     "POST /v1/profiles/{name}/calibrations": [{**PROFILE_RUN, "body": CALIBRATION}],
     "GET /v1/profiles/{name}/calibrations": [PROFILE_RUN],
+    "POST /v1/profiles/{name}/training-logs": [
+        {**PROFILE_RUN, "body": LLAMA_LOG, "media_type": "text/plain"},  # new: 201
+        {**PROFILE_RUN, "body": GPT2_LOG, "media_type": "text/plain"},  # already stored: 200
+    ],
+    "GET /v1/profiles/{name}/training-logs": [
+        PROFILE_RUN,
+        {**PROFILE_RUN, "query": {"offset": 0, "limit": 1}},
+    ],
+    "GET /v1/profiles/{name}/training-logs/{run_id}": [MEASURED_RUN],
+    "DELETE /v1/profiles/{name}/training-logs/{run_id}": [MEASURED_RUN],
     "GET /v1/presets/models": [{}],
     "GET /v1/presets/gpus": [{}],
     "GET /v1/presets/frameworks": [{}],
@@ -176,6 +189,11 @@ def _seed(schema: Any) -> None:
             201,
         ),
         ("PUT /v1/baselines/{name}", {"path_parameters": {"name": "base"}, "body": SMALL}, 201),
+        (
+            "POST /v1/profiles/{name}/training-logs",
+            {**PROFILE_RUN, "body": GPT2_LOG, "media_type": "text/plain"},
+            201,
+        ),
     ]
     for label, kwargs, status in steps:
         method, path = label.split(" ", 1)

@@ -1,0 +1,512 @@
+"""Megatron-LM settings -> the ``model``/``layout``/``training`` parts of an estimate request.
+
+One table (:data:`SETTINGS`) names every Megatron-LM argument commest reads, its kind, the
+other spellings it goes by (NeMo config keys, older Megatron-LM, Megatron-DeepSpeed) and the
+request field (query parameter) that can supply it. Two readers feed it: the command-line
+reader (``api.megatron_args``: ``--num-layers 96`` flags) and the training-log reader
+(``profiles.training_logs``: the ``num_layers .... 96`` lines of a run's arguments block).
+:func:`build_request` turns the values into request parts with Megatron's semantics
+(``megatron/training/arguments.py``):
+
+- no fp16/bf16 means fp32 training; an fp8 format trains in fp8 on top of bf16;
+- with bf16 gradients are all-reduced in fp32 unless grad_reduce_in_bf16;
+- recompute_activations is selective recompute; checkpoint_activations (older Megatron) and
+  activations_checkpoint_method without a granularity (older Megatron) are full recompute;
+- num_layers_per_virtual_pipeline_stage k gives v = l / p / k interleaved stages;
+- use_distributed_optimizer shards the optimizer state: ZeRO stage 1 (Megatron-DeepSpeed
+  states its zero_stage);
+- the vocabulary is padded to a multiple of make_vocab_size_divisible_by (128) · t;
+- the data-parallel size is world / (t · p · cp).
+
+Pure: no I/O. A value that breaks a rule raises ``ValidationError`` whose field is named by the
+caller's ``field`` function (``--num-layers`` on a command line, ``num_layers`` in a log).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from estimator.errors import ValidationError
+
+MEGATRON_VOCAB_DIVISOR = 128  # --make-vocab-size-divisible-by default
+
+Value = int | bool | str | None
+Kind = Literal["int", "bool", "str"]
+Source = Literal["command_line", "log"]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One Megatron-LM argument commest reads."""
+
+    name: str  # args.<name> in Megatron-LM (the log prints it so; the flag is --name-with-dashes)
+    kind: Kind
+    what: str = ""  # what it is, for messages
+    aliases: tuple[str, ...] = ()  # the same setting elsewhere (NeMo, older Megatron, DeepSpeed)
+    query_parameter: str | None = None  # the request field / query parameter that supplies it
+    minimum: int = 1  # for ints
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # model
+    Setting("num_layers", "int", "transformer layers", query_parameter="num_layers"),
+    Setting("hidden_size", "int", "model width", query_parameter="hidden_size"),
+    Setting("num_attention_heads", "int", "attention heads", query_parameter="num_attention_heads"),
+    Setting(
+        "seq_length",
+        "int",
+        "sequence length",
+        aliases=("encoder_seq_length",),
+        query_parameter="seq_length",
+    ),
+    Setting("max_position_embeddings", "int", "position embeddings"),
+    Setting("ffn_hidden_size", "int", "MLP width", query_parameter="ffn_hidden_size"),
+    Setting("group_query_attention", "bool", "grouped-query attention"),
+    Setting(
+        "num_query_groups",
+        "int",
+        "key/value head groups",
+        aliases=("num_key_value_heads",),
+        query_parameter="num_query_groups",
+    ),
+    Setting("padded_vocab_size", "int", "padded vocabulary"),
+    Setting("vocab_size", "int", "vocabulary", query_parameter="vocab_size"),
+    Setting("make_vocab_size_divisible_by", "int", "vocabulary padding multiple"),
+    Setting("swiglu", "bool", "SwiGLU MLP"),
+    Setting("untie_embeddings_and_output_weights", "bool", "untied output layer"),
+    Setting("num_experts", "int", "experts", aliases=("num_moe_experts",)),
+    Setting("moe_router_topk", "int", "experts per token"),
+    Setting("moe_ffn_hidden_size", "int", "expert MLP width"),
+    Setting("moe_layer_freq", "str", "MoE layer frequency"),
+    # layout
+    Setting("world_size", "int", "GPUs in the run", query_parameter="gpus"),
+    Setting("data_parallel_size", "int", "data-parallel size"),
+    Setting("tensor_model_parallel_size", "int", "tensor parallel", query_parameter="tensor"),
+    Setting("pipeline_model_parallel_size", "int", "pipeline parallel", query_parameter="pipeline"),
+    Setting("context_parallel_size", "int", "context parallel", query_parameter="context_parallel"),
+    Setting(
+        "expert_model_parallel_size", "int", "expert parallel", query_parameter="expert_parallel"
+    ),
+    Setting("num_layers_per_virtual_pipeline_stage", "int", "layers per virtual stage"),
+    Setting(
+        "virtual_pipeline_model_parallel_size",
+        "int",
+        "virtual pipeline stages",
+        query_parameter="virtual_stages",
+    ),
+    Setting("decoder_first_pipeline_num_layers", "int", "layers on the first stage"),
+    Setting("decoder_last_pipeline_num_layers", "int", "layers on the last stage"),
+    Setting("sequence_parallel", "bool", "sequence parallel"),
+    Setting("use_distributed_optimizer", "bool", "distributed optimizer"),
+    Setting("deepspeed", "bool", "Megatron-DeepSpeed run"),
+    Setting("zero_stage", "int", "DeepSpeed ZeRO stage", minimum=0),
+    Setting("overlap_grad_reduce", "bool", "overlapped gradient reduce"),
+    Setting("tp_comm_overlap", "bool", "overlapped tensor-parallel communication"),
+    # training
+    Setting("micro_batch_size", "int", "micro-batch size", query_parameter="micro_batch_size"),
+    Setting("global_batch_size", "int", "global batch size", query_parameter="global_batch_size"),
+    Setting("rampup_batch_size", "str", "batch size ramp-up"),
+    Setting(
+        "recompute_granularity",
+        "str",
+        "activation recompute",
+        aliases=("activations_checkpoint_granularity",),
+        query_parameter="recompute",
+    ),
+    Setting("recompute_activations", "bool", "selective recompute"),
+    Setting("checkpoint_activations", "bool", "full recompute (older Megatron)"),
+    Setting("activations_checkpoint_method", "str", "full recompute method (older Megatron)"),
+    Setting("fp16", "bool", "fp16 training", query_parameter="precision"),
+    Setting("bf16", "bool", "bf16 training", query_parameter="precision"),
+    Setting("fp8", "str", "fp8 format", aliases=("fp8_format",), query_parameter="precision"),
+    Setting("fp8_hybrid", "bool", "fp8 hybrid format (Megatron-DeepSpeed)"),
+    Setting("fp8_e4m3", "bool", "fp8 e4m3 format (Megatron-DeepSpeed)"),
+    Setting("grad_reduce_in_bf16", "bool", "bf16 gradient reduction"),
+    Setting("accumulate_allreduce_grads_in_fp32", "bool", "fp32 gradient reduction"),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+BY_ANY_NAME: dict[str, Setting] = {
+    **{a: s for s in SETTINGS for a in s.aliases},
+    **BY_NAME,
+}
+BOOL_SETTINGS = frozenset(s.name for s in SETTINGS if s.kind == "bool")
+
+# Settings a log must state (a command line may leave them to Megatron's defaults).
+_LOG_REQUIRED = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "micro_batch_size",
+    "global_batch_size",
+)
+# Settings older logs may lack; Megatron's default then holds (named in one note).
+_LOG_DEFAULTED = (
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "sequence_parallel",
+    "use_distributed_optimizer",
+    "swiglu",
+    "untie_embeddings_and_output_weights",
+)
+
+FieldName = Callable[[str], str]
+
+
+def flag_name(name: str) -> str:
+    """``num_layers`` -> ``--num-layers`` (how a command line spells a setting)."""
+    return "--" + name.replace("_", "-")
+
+
+def setting_for(name: str) -> Setting | None:
+    """The setting an argument name (``num_layers``, ``num-layers``, an alias) stands for."""
+    return BY_ANY_NAME.get(name.replace("-", "_"))
+
+
+def convert(setting: Setting, raw: str | bool, field_name: FieldName = flag_name) -> Value:
+    """A raw value (flag text, ``True``/``None`` as a log prints it) as the setting's kind."""
+    where = field_name(setting.name)
+    if isinstance(raw, bool):
+        if setting.kind == "bool":
+            return raw
+        raise ValidationError(where, raw, "needs a value")
+    text = raw.strip()
+    if text in ("None", "null", ""):
+        return None
+    if setting.kind == "bool":
+        lowered = text.lower()
+        if lowered in ("true", "1"):
+            return True
+        if lowered in ("false", "0"):
+            return False
+        raise ValidationError(where, raw, "must be True or False")
+    if setting.kind == "str":
+        return text
+    if text.startswith("[") and text.endswith("]"):  # Megatron-DeepSpeed prints [8]
+        text = text[1:-1].strip().strip("'\"")
+    try:
+        value = int(text)
+    except ValueError:
+        hint = " (expand shell variables first)" if "$" in text else ""
+        raise ValidationError(where, raw, f"must be a whole number{hint}") from None
+    if value < setting.minimum:
+        raise ValidationError(where, value, f"must be a whole number ≥ {setting.minimum}")
+    return value
+
+
+def canonical(values: Mapping[str, Value]) -> dict[str, Value]:
+    """Values keyed by the table's names; a setting's own name wins over its aliases."""
+    out: dict[str, Value] = {}
+    for key, value in values.items():
+        setting = setting_for(key)
+        if setting is None:
+            continue
+        if key.replace("-", "_") == setting.name or setting.name not in out:
+            out[setting.name] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class MissingSetting:
+    """A setting the source did not give, and the query parameter that supplies it."""
+
+    setting: str
+    query_parameter: str
+    what: str
+
+
+@dataclass(slots=True)
+class MegatronRequest:
+    """Request parts read from Megatron settings; ``missing`` lists what must still be given."""
+
+    model: dict[str, Any] = field(default_factory=dict)
+    layout: dict[str, Any] = field(default_factory=dict)
+    training: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    missing: list[MissingSetting] = field(default_factory=list)
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """``{"model", "layout", "training"}`` as ``POST /v1/estimates`` takes them."""
+        return {"model": self.model, "layout": self.layout, "training": self.training}
+
+
+def _missing(name: str, query_parameter: str | None = None) -> MissingSetting:
+    setting = BY_NAME[name]
+    return MissingSetting(name, query_parameter or setting.query_parameter or name, setting.what)
+
+
+def build_request(
+    values: Mapping[str, Value],
+    *,
+    source: Source,
+    gpus: int | None = None,
+    vocab_size: int | None = None,
+    field_name: FieldName = flag_name,
+) -> MegatronRequest:
+    """Request parts from settings (keyed by the table's names, see :func:`canonical`).
+
+    ``gpus`` (the world size) and ``vocab_size`` supply what the settings may not say. On a
+    ``command_line`` an absent setting takes Megatron's default; in a ``log`` the essentials
+    (layout sizes, batch, precision) must be stated, else they are listed in ``missing``.
+    """
+    out = MegatronRequest()
+    v = dict(values)
+    notes = out.notes
+    in_log = source == "log"
+
+    def num(name: str) -> int | None:
+        value = v.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def flag(name: str) -> bool:
+        return v.get(name) is True
+
+    def need(name: str) -> int | None:
+        value = num(name)
+        if value is None:
+            out.missing.append(_missing(name))
+        return value
+
+    layers = need("num_layers")
+    hidden = need("hidden_size")
+    heads = need("num_attention_heads")
+    seq = num("seq_length")
+    if seq is None:
+        seq = num("max_position_embeddings")
+        if seq is None:
+            out.missing.append(_missing("seq_length"))
+        else:
+            notes.append(f"no seq_length: used max_position_embeddings {seq}")
+
+    sizes_known = True
+
+    def sized(name: str) -> int:
+        nonlocal sizes_known
+        value = num(name)
+        if value is None:
+            if in_log and name in _LOG_REQUIRED:
+                out.missing.append(_missing(name))
+                sizes_known = False
+            return 1
+        return value
+
+    tensor = sized("tensor_model_parallel_size")
+    pipeline = sized("pipeline_model_parallel_size")
+    context = sized("context_parallel_size")
+    expert = sized("expert_model_parallel_size")
+
+    padded = num("padded_vocab_size")
+    raw_vocab = vocab_size if vocab_size is not None else num("vocab_size")
+    if padded is not None:
+        vocab: int | None = padded
+        if raw_vocab is not None and raw_vocab != padded:
+            notes.append(f"vocab_size is the padded vocabulary: {raw_vocab} -> {padded}")
+    elif raw_vocab is not None:
+        if raw_vocab <= 0:
+            raise ValidationError(field_name("vocab_size"), raw_vocab, "must be a whole number > 0")
+        multiple = (num("make_vocab_size_divisible_by") or MEGATRON_VOCAB_DIVISOR) * tensor
+        vocab = math.ceil(raw_vocab / multiple) * multiple
+        if vocab != raw_vocab:
+            notes.append(f"vocabulary padded as Megatron does: {raw_vocab} -> {vocab}")
+    else:
+        vocab = None
+        out.missing.append(_missing("vocab_size"))
+
+    if out.missing and not in_log:
+        return out  # a command line reports its first missing essential, nothing after it
+    world = gpus if gpus is not None else num("world_size")
+    data: int | None = None
+    if world is None:
+        out.missing.append(_missing("world_size"))
+    elif sizes_known:
+        if world <= 0:
+            raise ValidationError(field_name("world_size"), world, "must be a whole number > 0")
+        model_parallel = tensor * pipeline * context
+        if world % model_parallel:
+            raise ValidationError(
+                field_name("world_size"),
+                world,
+                f"must be divisible by tensor·pipeline·context = {tensor}·{pipeline}·{context}"
+                f" = {model_parallel}",
+            )
+        data = world // model_parallel
+        stated = num("data_parallel_size")
+        if stated is not None and stated != data:
+            raise ValidationError(
+                field_name("data_parallel_size"),
+                stated,
+                f"disagrees with world / (tensor·pipeline·context) = {world}/{model_parallel}",
+            )
+
+    virtual = 1
+    per_virtual = num("num_layers_per_virtual_pipeline_stage")
+    vpp_size = num("virtual_pipeline_model_parallel_size")
+    if per_virtual is not None and layers is not None:
+        if layers % (pipeline * per_virtual):
+            raise ValidationError(
+                field_name("num_layers_per_virtual_pipeline_stage"),
+                per_virtual,
+                f"must divide num_layers / pipeline = {layers}/{pipeline}",
+            )
+        virtual = layers // pipeline // per_virtual
+    elif vpp_size is not None:
+        virtual = vpp_size
+
+    micro = num("micro_batch_size")
+    if micro is None:
+        if in_log:
+            out.missing.append(_missing("micro_batch_size"))
+        else:
+            notes.append("no --micro-batch-size: assumed 1")
+        micro = 1
+    global_batch = num("global_batch_size")
+    if global_batch is None and not in_log and data is not None:
+        global_batch = micro * data
+        notes.append(f"no --global-batch-size: Megatron uses micro-batch · data = {global_batch}")
+    elif global_batch is None:
+        out.missing.append(_missing("global_batch_size"))
+    rampup = v.get("rampup_batch_size")
+    if isinstance(rampup, str):
+        notes.append(
+            f"rampup_batch_size {rampup}: the batch grows during the first iterations; "
+            f"the estimate uses the full global batch {global_batch}"
+        )
+
+    recompute = _recompute(v, field_name, notes)
+    precision = _precision(v, field_name, notes, out, in_log=in_log)
+
+    model = out.model
+    if layers is not None:
+        model["num_layers"] = layers
+    if hidden is not None:
+        model["hidden_size"] = hidden
+    if heads is not None:
+        model["num_attention_heads"] = heads
+    if seq is not None:
+        model["seq_length"] = seq
+    if vocab is not None:
+        model["vocab_size"] = vocab
+    model["swiglu"] = flag("swiglu")
+    model["tied_embeddings"] = not flag("untie_embeddings_and_output_weights")
+    ffn = num("ffn_hidden_size")
+    if ffn is not None:
+        model["ffn_hidden_size"] = ffn
+    groups = num("num_query_groups")
+    gqa = v.get("group_query_attention")
+    if groups is not None and (gqa is True or (gqa is None and groups != heads)):
+        model["num_query_groups"] = groups
+    elif groups is not None and groups > 1 and gqa is False:
+        notes.append("num_query_groups without group_query_attention: Megatron ignores it")
+    experts = num("num_experts")
+    if experts is not None and experts > 1:
+        model["moe_num_experts"] = experts
+        model["moe_top_k"] = num("moe_router_topk") or 2
+        expert_ffn = num("moe_ffn_hidden_size")
+        if expert_ffn is not None:
+            model["moe_ffn_hidden_size"] = expert_ffn
+        freq = v.get("moe_layer_freq")
+        if isinstance(freq, str):
+            try:
+                model["moe_every_k_layers"] = int(freq)
+            except ValueError:
+                notes.append(f"moe_layer_freq {freq} is a pattern; assumed every layer is MoE")
+
+    layout = out.layout
+    layout["pipeline"] = pipeline
+    layout["tensor"] = tensor
+    if data is not None:
+        layout["data"] = data
+    zero = num("zero_stage") if flag("deepspeed") else None
+    layout.update(
+        {
+            "virtual_stages": virtual,
+            "sequence_parallel": flag("sequence_parallel"),
+            "context_parallel": context,
+            "expert_parallel": expert,
+            "zero_stage": zero
+            if zero is not None
+            else (1 if flag("use_distributed_optimizer") else 0),
+            "overlap_dp": flag("overlap_grad_reduce"),
+            "overlap_tp": flag("tp_comm_overlap"),
+        }
+    )
+    for name, key in (
+        ("decoder_first_pipeline_num_layers", "first_stage_layers"),
+        ("decoder_last_pipeline_num_layers", "last_stage_layers"),
+    ):
+        value = num(name)
+        if value is not None:
+            layout[key] = value
+
+    training = out.training
+    if global_batch is not None:
+        training["global_batch_size"] = global_batch
+    training["micro_batch_size"] = micro
+    training["recompute"] = recompute
+    if precision is not None:
+        training["precision"] = precision
+    if flag("accumulate_allreduce_grads_in_fp32") or (
+        flag("bf16") and not flag("grad_reduce_in_bf16")
+    ):
+        training["grad_reduce_precision"] = "fp32"
+
+    if in_log:
+        assumed = [name for name in _LOG_DEFAULTED if name not in v]
+        if assumed:
+            notes.append(
+                "not stated in the log, Megatron's defaults assumed: " + ", ".join(assumed)
+            )
+    return out
+
+
+def _recompute(v: Mapping[str, Value], field_name: FieldName, notes: list[str]) -> str:
+    granularity = v.get("recompute_granularity")
+    if isinstance(granularity, str):
+        recompute = granularity.lower()
+        if recompute not in ("full", "selective"):
+            raise ValidationError(
+                field_name("recompute_granularity"), granularity, "must be full or selective"
+            )
+        return recompute
+    if v.get("recompute_activations") is True:
+        return "selective"
+    if v.get("checkpoint_activations") is True:
+        notes.append("checkpoint_activations (older Megatron): full recompute")
+        return "full"
+    method = v.get("activations_checkpoint_method")
+    if isinstance(method, str) and "recompute_granularity" not in v:
+        notes.append(f"activations_checkpoint_method {method} (older Megatron): full recompute")
+        return "full"
+    return "none"
+
+
+def _precision(
+    v: Mapping[str, Value],
+    field_name: FieldName,
+    notes: list[str],
+    out: MegatronRequest,
+    *,
+    in_log: bool,
+) -> str | None:
+    if v.get("fp16") is True and v.get("bf16") is True:
+        raise ValidationError(
+            field_name("bf16"), True, f"cannot be combined with {field_name('fp16')}"
+        )
+    if isinstance(v.get("fp8"), str) or v.get("fp8_hybrid") is True or v.get("fp8_e4m3") is True:
+        return "fp8"
+    if v.get("bf16") is True:
+        return "bf16"
+    if v.get("fp16") is True:
+        return "fp16"
+    if in_log and "fp16" not in v and "bf16" not in v:
+        out.missing.append(_missing("bf16", "precision"))
+        return None
+    notes.append(
+        f"no {field_name('fp16')}/{field_name('bf16')}: Megatron trains in fp32"
+        if not in_log
+        else "fp16 and bf16 are False: the run trained in fp32"
+    )
+    return "fp32"
