@@ -660,6 +660,24 @@ class BandwidthQuery(BaseModel):
     )
 
 
+class FileHints(UploadHints):
+    """Hints and a label for one file of a multipart upload (the ``hints`` form field, a JSON
+    object keyed by file name); they override the query parameters for that file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str | None = Field(None, min_length=1, max_length=128)
+
+
+class UploadPatch(BaseModel):
+    """PATCH /v1/profiles/{name}/uploads/{id}: disable an upload (its runs stop answering
+    bandwidth queries) or enable it again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    disabled: bool
+
+
 # --- responses --------------------------------------------------------------------------------
 #
 # Built from domain objects (``Model.model_validate(obj)``, ``from_attributes``): an attribute
@@ -736,6 +754,23 @@ class ThroughputOut(_Out):
     hfu: float
 
 
+class BandwidthQualityOut(_Out):
+    """How far a bandwidth answer is from data (from an ``estimator.BandwidthAnswer``).
+
+    ``distance_octaves``: |log2(size / nearest measured size)| of the runs that answered (0 at a
+    measured size); ``derived_placement``: measured at another (ranks, nodes);
+    ``derived_op``: another collective's runs stood in; ``weak``: nominal, more than 2 binary
+    orders of magnitude from measured sizes, beyond its rule's bound, a lower bound, or from an
+    upload flagged as not matching the profile; ``advice``: what to upload to make it strong.
+    """
+
+    distance_octaves: float
+    derived_placement: bool
+    derived_op: Collective | None
+    weak: bool
+    advice: str | None
+
+
 class CollectiveOut(_Out):
     """One collective of the iteration with the bandwidth used and where it came from."""
 
@@ -749,6 +784,7 @@ class CollectiveOut(_Out):
     busbw_gbps: float
     method: str
     source: str
+    quality: BandwidthQualityOut
     time_per_call_s: float
     link_time_s: float
 
@@ -820,7 +856,9 @@ class EstimateResponse(_Out):
     traffic_bytes_per_gpu: dict[str, float] = Field(
         validation_alias=AliasPath("estimate", "traffic_bytes")
     )
-    collectives: list[CollectiveOut] = Field(validation_alias=AliasPath("estimate", "collectives"))
+    collectives: list[CollectiveOut] = Field(
+        description="with the quality of each bandwidth answer (api.scenario.Answer)"
+    )
     memory: MemoryOut = Field(validation_alias=AliasPath("estimate", "memory"))
     micro_batches: int = Field(validation_alias=AliasPath("estimate", "micro_batches"))
     parameters: float = Field(validation_alias=AliasPath("estimate", "parameters"))
@@ -837,7 +875,9 @@ class EstimateResponse(_Out):
     )
     cluster: ClusterOut
     assumptions: list[str]
-    warnings: list[str] = Field(validation_alias=AliasPath("estimate", "warnings"))
+    warnings: list[str] = Field(
+        description="the engine's warnings, then one line per weak bandwidth answer"
+    )
 
 
 @with_config(ConfigDict(extra="forbid", allow_inf_nan=False))
@@ -991,21 +1031,62 @@ class RunOut(_Out):
     dtype: str | None
     tool_version: str | None
     alpha_us: float | None
-    beta_gbps: float | None
+    beta_gbps: float | None = Field(description="the fitted β in algbw (S / T); = beta_algbw_gbps")
+    beta_algbw_gbps: float | None
+    beta_busbw_gbps: float | None = Field(description="the fitted β as bus bandwidth")
     warnings: Annotated[list[str], BeforeValidator(_listed)]
     created_at: datetime
     points: list[PointOut] | None
     already_stored: bool | None = Field(None, description="uploads only: it was stored before")
 
 
+class FlagOut(_Out):
+    """What about an upload does not match its profile (``gpu_mismatch``,
+    ``exceeds_hardware``)."""
+
+    code: str
+    message: str
+
+
+class UploadOut(_Out):
+    """An upload without its text (from a ``profiles.repository.UploadInfo``)."""
+
+    id: int
+    filename: str | None
+    label: str | None
+    sha256: str = Field(description="of the bytes as sent")
+    content_digest: str | None = Field(
+        description="of the parsed runs: the upload's identity (null: a duplicate from before)"
+    )
+    size_bytes: int
+    disabled: bool
+    flags: list[FlagOut]
+    run_count: int
+    created_at: datetime
+    already_stored: bool | None = Field(None, description="uploads only: it was stored before")
+
+
 class UploadResponse(_Out):
     runs: list[RunOut]
     warnings: list[str]
+    uploads: list[UploadOut] = Field(description="one per text or file, in the order sent")
+    flags: list[FlagOut] = Field(description="every upload's flags (also in warnings)")
 
 
-class RunsPage(_Out):
+class _Page(_Out):
+    count: int = Field(description="items on this page")
+    total: int = Field(description="items in all")
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="offset of the next page; null on the last")
+
+
+class RunsPage(_Page):
     runs: list[RunOut]
-    count: int
+
+
+class UploadsPage(_Page):
+    uploads: list[UploadOut]
 
 
 class BandwidthResponse(_Out):
@@ -1019,6 +1100,8 @@ class BandwidthResponse(_Out):
     time_us: float
     method: str
     source: str
+    quality: BandwidthQualityOut
+    warnings: list[str] = Field(description="why the answer is weak, and what to upload")
 
 
 class CurveOut(_Out):
@@ -1036,7 +1119,9 @@ class CurveOut(_Out):
     sizes_bytes: list[int]
     busbw_gbps: list[float]
     alpha_us: float | None
-    beta_gbps: float | None
+    beta_gbps: float | None = Field(description="the fitted β in algbw (S / T); = beta_algbw_gbps")
+    beta_algbw_gbps: float | None
+    beta_busbw_gbps: float | None = Field(description="the fitted β as bus bandwidth")
 
 
 class CurvesResponse(_Out):

@@ -90,11 +90,45 @@ class BandwidthAnswer:
 
     ``method`` is one of: fixed (a scalar C given by the user), measured, interpolated,
     extrapolated, derived, nominal. ``source`` says which run or figure it came from.
+
+    Quality (how far the answer is from data; defaults describe a fixed or measured answer):
+    ``distance_octaves`` is |log2(size / nearest measured size)| of the runs that answered
+    (0 at a measured size); ``derived_placement`` says the runs were measured at another
+    (ranks, nodes); ``derived_op`` names the collective whose runs stood in for this one;
+    ``weak`` is true when the answer is nominal, more than ``WEAK_DISTANCE_OCTAVES`` from the
+    nearest measured size, beyond the bound its rule allows, only a lower bound, or drawn from
+    an upload flagged as not matching its profile; ``advice`` says what to upload instead.
     """
 
     busbw_gbps: float
     method: str
     source: str
+    distance_octaves: float = 0.0
+    derived_placement: bool = False
+    derived_op: str | None = None
+    weak: bool = False
+    advice: str | None = None
+
+
+#: An answer further than this from the nearest measured size (binary orders of magnitude,
+#: a factor 4) is weak: see ``profiles.bandwidth`` for why the bound sits there.
+WEAK_DISTANCE_OCTAVES = 2.0
+
+
+def weak_answer_warning(
+    op: Collective, ranks: int, nodes: int, size_bytes: float, answer: BandwidthAnswer
+) -> str | None:
+    """The ``warnings`` line for one collective whose bandwidth answer is weak, else None."""
+    if not answer.weak:
+        return None
+    where = f"{Collective(op).value} over {ranks} ranks on {nodes} node(s) at {size_bytes:.0f} B"
+    text = f"bandwidth of {where} is weak ({answer.method}"
+    if answer.distance_octaves > 0:
+        text += f", {answer.distance_octaves:.1f} binary orders of magnitude from measured sizes"
+    text += f"): {answer.source}"
+    if answer.advice:
+        text += f"; {answer.advice}"
+    return text
 
 
 @runtime_checkable

@@ -26,9 +26,12 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
+
+from estimator.bandwidth import bus_factor, parse_collective
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -39,6 +42,8 @@ NAMING_CONVENTION = {
 }
 
 NAME_LENGTH = 64
+FILENAME_LENGTH = 255
+LABEL_LENGTH = 128
 UTILIZATION_SOURCES = ("given", "fitted")
 
 
@@ -104,6 +109,9 @@ class Profile(Base):
     utilization_source: Mapped[str | None] = mapped_column(String(16))
     description: Mapped[str] = mapped_column(Text, default="")
     nominal: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The envelope format (profiles.bandwidth.ENVELOPE_FORMAT) its placement curves were built
+    # with; NULL: not built yet (rows from before migration 0002), answers are built from runs.
+    curves_format: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     # renewed by every committed write to the profile or its data (profiles/revisions.py)
@@ -121,19 +129,35 @@ class Profile(Base):
     calibrations: Mapped[list[Calibration]] = relationship(
         back_populates="profile", cascade="all, delete-orphan", passive_deletes=True
     )
+    placement_curves: Mapped[list[PlacementCurve]] = relationship(
+        back_populates="profile", cascade="all, delete-orphan", passive_deletes=True
+    )
 
 
 class Upload(Base):
-    """One uploaded benchmark text, kept verbatim; stored once per profile (by SHA-256)."""
+    """One uploaded benchmark text, kept verbatim; stored once per profile and parsed content.
+
+    ``content_digest`` is the canonical digest of the runs the text gave (after hints): the same
+    table pasted with CRLF line ends or inside a markdown fence is the same upload. NULL only for
+    rows from before migration 0002 whose content repeated an older row's. ``sha256`` is the
+    digest of the bytes as sent. ``flags`` lists what did not match the profile (a GPU of another
+    family, a bandwidth beyond its links) when the upload was forced in; ``disabled`` uploads keep
+    their runs but no longer answer bandwidth queries.
+    """
 
     __tablename__ = "uploads"
-    __table_args__ = (UniqueConstraint("profile_id", "sha256"),)
+    __table_args__ = (UniqueConstraint("profile_id", "content_digest"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id", ondelete="CASCADE"))
     sha256: Mapped[str] = mapped_column(String(64))
+    content_digest: Mapped[str | None] = mapped_column(String(64))
     raw_text: Mapped[str] = mapped_column(Text)
     size_bytes: Mapped[int] = mapped_column(Integer)
+    filename: Mapped[str | None] = mapped_column(String(FILENAME_LENGTH))
+    label: Mapped[str | None] = mapped_column(String(LABEL_LENGTH))
+    flags: Mapped[list[dict[str, str]] | None] = mapped_column(JSON)
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     profile: Mapped[Profile] = relationship(back_populates="uploads")
@@ -171,7 +195,7 @@ class Run(Base):
     tool_version: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     warnings: Mapped[list[str]] = mapped_column(JSON, default=list)
     alpha_us: Mapped[float | None] = mapped_column(Float)  # fitted latency T = α + S/β
-    beta_gbps: Mapped[float | None] = mapped_column(Float)  # fitted algorithm bandwidth
+    beta_gbps: Mapped[float | None] = mapped_column(Float)  # fitted β in algbw (S / T)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     upload: Mapped[Upload] = relationship(back_populates="runs", overlaps="runs")
@@ -182,6 +206,18 @@ class Run(Base):
         passive_deletes=True,
         order_by="(Point.in_place, Point.size_bytes)",
     )
+
+    @property
+    def beta_algbw_gbps(self) -> float | None:
+        """The fitted β as algorithm bandwidth (the stored ``beta_gbps``)."""
+        return self.beta_gbps
+
+    @property
+    def beta_busbw_gbps(self) -> float | None:
+        """The fitted β as bus bandwidth: algbw × the nccl-tests bus factor of this run."""
+        if self.beta_gbps is None:
+            return None
+        return self.beta_gbps * float(bus_factor(parse_collective(self.collective), self.ranks))
 
 
 class Point(Base):
@@ -200,6 +236,28 @@ class Point(Base):
     in_place: Mapped[bool] = mapped_column(Boolean)
 
     run: Mapped[Run] = relationship(back_populates="points")
+
+
+class PlacementCurve(Base):
+    """The enabled runs of one (collective, ranks, nodes) of a profile, merged.
+
+    ``curve`` is ``profiles.bandwidth.Envelope.to_json()``: what bandwidth answers need, kept up
+    to date by every write to the profile's runs, so that reading a profile's bandwidth costs the
+    same with 10 runs or 5,000.
+    """
+
+    __tablename__ = "placement_curves"
+    __table_args__ = (UniqueConstraint("profile_id", "collective", "ranks", "nodes"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    profile_id: Mapped[int] = mapped_column(ForeignKey("profiles.id", ondelete="CASCADE"))
+    collective: Mapped[str] = mapped_column(String(32))
+    ranks: Mapped[int] = mapped_column(Integer)
+    nodes: Mapped[int] = mapped_column(Integer)
+    run_count: Mapped[int] = mapped_column(Integer)
+    curve: Mapped[str] = mapped_column(Text)
+
+    profile: Mapped[Profile] = relationship(back_populates="placement_curves")
 
 
 class Calibration(Base):

@@ -22,14 +22,14 @@ vendor figure): they only shape the curves below ~1 MiB.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 from estimator.bandwidth import Collective, bus_factor
 from estimator.calibrated import FITTED_COMPUTE
 from estimator.errors import NotFoundError
-from profiles.bandwidth import RING_OPS, AlphaBetaFit, ProfileBandwidth, RunCurve
+from profiles.bandwidth import RING_OPS, AlphaBetaFit, CurveSet, ProfileBandwidth, RunCurve
 
 GIB = 1024**3
 NVLINK_FRACTION = 0.77  # 230 GB/s all_reduce busbw (NVIDIA, DGX A100) / 300 GB/s NVLink 3
@@ -196,6 +196,12 @@ def nominal_curves(name: str) -> tuple[RunCurve, ...]:
     return tuple(curves)
 
 
+@lru_cache(maxsize=8)
+def nominal_curve_set(name: str) -> CurveSet:
+    """The nominal curves of ``name`` as one shared, lazily merged set (built once per process)."""
+    return CurveSet(nominal_curves(name), nominal=True)
+
+
 def _spec(name: str) -> NominalSpec:
     try:
         return NOMINAL_SPECS[name]
@@ -206,11 +212,58 @@ def _spec(name: str) -> NominalSpec:
 
 def nominal_bandwidth(name: str) -> ProfileBandwidth:
     """A nominal profile's bandwidth provider; needs no database."""
-    return ProfileBandwidth(name, (), nominal_curves(name))
+    return ProfileBandwidth(name, (), nominal_curve_set(name), nominal_name=name)
 
 
-def profile_bandwidth(name: str, *, nominal: bool, curves: Sequence[RunCurve]) -> ProfileBandwidth:
-    """A stored profile's provider: its runs' curves, over the nominal curves if it is one of
-    the nominal profiles."""
-    fallback = nominal_curves(name) if nominal and name in NOMINAL_SPECS else ()
-    return ProfileBandwidth(name, curves, fallback)
+# --- GPU families ---------------------------------------------------------------------------
+
+# A GPU model as benchmark logs and users write it ("NVIDIA A100-SXM4-80GB", "A100", "NVIDIA
+# H100 80GB HBM3", "AMD Instinct MI300X") comes down to its family token: a letter or two and a
+# number (A100, H100, H200, GB200, B200, V100, L40S, MI300X, MI250X, GB10).
+_FAMILY = re.compile(r"\b(MI\d{3}[A-Z]?|G[BH]\d{2,3}|[ABHLTV]\d{2,3}S?)(?=\b|[-_ ]|$)")
+FAMILY_SPECS = {"A100": "dgx-a100-nominal", "H100": "dgx-h100-nominal"}
+
+
+def gpu_family(gpu_model: str | None) -> str | None:
+    """The family token of a GPU model name ("A100", "MI300X"), or None if none is named."""
+    if not gpu_model:
+        return None
+    match = _FAMILY.search(gpu_model.upper())
+    return match.group(1) if match else None
+
+
+def family_spec(gpu_model: str | None) -> NominalSpec | None:
+    """The nominal spec of a GPU model's family, if commest has one."""
+    name = FAMILY_SPECS.get(gpu_family(gpu_model) or "")
+    return NOMINAL_SPECS[name] if name else None
+
+
+# Reducing collectives can beat the link-rate bound of a ring by up to 2x with in-network
+# reduction (NVLink SHARP within a node, InfiniBand SHARP across nodes), which halves the bytes
+# each GPU sends; the busbw formula of nccl-tests still counts the ring's bytes.
+IN_NETWORK_REDUCTION_GAIN = 2.0
+REDUCING_OPS = frozenset({Collective.ALL_REDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE})
+# Margin over the line-rate bound before an upload is called impossible (clock and rounding
+# differences, link rates quoted in round figures).
+HARDWARE_MARGIN = 1.25
+
+
+def hardware_limit_gbps(spec: NominalSpec, op: Collective, ranks: int, nodes: int) -> float:
+    """The highest busbw a placement's links can carry at line rate (no attainable fraction).
+
+    Within a node: the NVLink rate per GPU and direction. Across nodes: rings as many NICs as a
+    node has ranks (capped by NVLink), alltoall one NIC per GPU for its off-node share, other
+    per-rank traffic one NIC. Reducing collectives get ``IN_NETWORK_REDUCTION_GAIN``.
+    """
+    op = Collective(op)
+    if nodes == 1:
+        limit = spec.nvlink_gbps
+    elif op in RING_OPS:
+        limit = min(spec.nvlink_gbps, max(ranks // nodes, 1) * spec.nic_gbps)
+    elif op is Collective.ALLTOALL:
+        limit = min(spec.nvlink_gbps, spec.nic_gbps * (ranks - 1) / ranks * nodes / (nodes - 1))
+    else:
+        limit = spec.nic_gbps
+    if op in REDUCING_OPS:
+        limit *= IN_NETWORK_REDUCTION_GAIN
+    return limit

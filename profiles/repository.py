@@ -13,45 +13,72 @@ so a failure part-way leaves nothing behind even if the caller goes on to commit
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Generic, TypedDict, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, and_, delete, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm.attributes import set_committed_value
 
 from estimator.bandwidth import Collective, parse_collective
-from estimator.errors import ConflictError, NotFoundError, ParseError, ValidationError
-from profiles.bandwidth import AlphaBetaFit, ProfileBandwidth, RunCurve
+from estimator.errors import ConflictError, NotFoundError, ValidationError
+from profiles.bandwidth import (
+    ENVELOPE_FORMAT,
+    AlphaBetaFit,
+    CurveData,
+    CurveSet,
+    Envelope,
+    ProfileBandwidth,
+    RunCurve,
+    TuningRow,
+    curve_data,
+    tuning_table,
+)
 from profiles.calibration import CalibrationResult, CalibrationSample
 from profiles.models import (
     NAME_LENGTH,
     UTILIZATION_SOURCES,
+    Base,
     Baseline,
     Calibration,
+    PlacementCurve,
     Point,
     Profile,
     Run,
     Upload,
+    utcnow,
 )
-from profiles.nominal import NOMINAL_SPECS, profile_bandwidth
-from profiles.parsed import ParsedRun
+from profiles.nominal import (
+    FAMILY_SPECS,
+    NOMINAL_SPECS,
+    family_spec,
+    nominal_curve_set,
+    nominal_curves,
+)
+from profiles.parsed import ParsedPoint, ParsedRun
+from profiles.uploads import (
+    Hints,
+    PreparedRun,
+    PreparedUpload,
+    UploadInput,
+    parse_upload,
+    prepare_parsed,
+    upload_flags,
+)
+
+T = TypeVar("T")
+# Tables for Core statements (bulk inserts and deletes that the ORM need not track)
+_POINTS: Table = Base.metadata.tables["points"]
+_RUNS: Table = Base.metadata.tables["runs"]
+_UPLOADS: Table = Base.metadata.tables["uploads"]
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 NAME_RULE = "must be 1-64 characters of A-Z a-z 0-9 . _ -"
-_STRING_LIMITS = {
-    "collective": 32,
-    "tool": 32,
-    "backend": 32,
-    "gpu_model": NAME_LENGTH,
-    "dtype": 16,
-    "redop": 16,
-    "tool_version": NAME_LENGTH,
-}
 
 
 class ProfileChanges(TypedDict, total=False):
@@ -66,16 +93,6 @@ class ProfileChanges(TypedDict, total=False):
     utilization: float | None
     utilization_source: str | None
     description: str
-
-
-@dataclass(slots=True)
-class UploadOutcome:
-    """What an upload stored (or found already stored) for a profile."""
-
-    upload: Upload
-    runs: list[Run]
-    already_stored: bool
-    warnings: list[str] = field(default_factory=list)
 
 
 # --- validation -----------------------------------------------------------------------------
@@ -242,16 +259,79 @@ def ensure_nominal_profiles(*, session: Session) -> list[str]:
 # --- uploads and runs -----------------------------------------------------------------------
 
 
-def _digest(text: str) -> str:
-    if not isinstance(text, str):
-        raise ValidationError("text", type(text).__name__, "must be text")
-    if "\x00" in text:
-        raise ValidationError("text", "…\\x00…", "must not contain NUL characters")
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+@dataclass(slots=True)
+class UploadOutcome:
+    """What an upload stored (or found already stored) for a profile."""
+
+    upload: Upload
+    runs: list[Run]
+    already_stored: bool
+    warnings: list[str] = field(default_factory=list)
+    flags: list[dict[str, str]] = field(default_factory=list)
 
 
-def _find_upload(session: Session, profile_id: int, sha256: str) -> Upload | None:
-    query = select(Upload).where(Upload.profile_id == profile_id, Upload.sha256 == sha256)
+@dataclass(frozen=True, slots=True)
+class UploadInfo:
+    """One upload as lists show it (without its text)."""
+
+    id: int
+    filename: str | None
+    label: str | None
+    sha256: str
+    content_digest: str | None
+    size_bytes: int
+    disabled: bool
+    flags: list[dict[str, str]]
+    run_count: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a list: its items, how many there are in all, and where it starts."""
+
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+    @property
+    def next_offset(self) -> int | None:
+        """The offset of the next page, or None on the last one."""
+        following = self.offset + len(self.items)
+        return following if following < self.total else None
+
+
+MAX_PAGE = 1000
+
+
+def _page_bounds(limit: int, offset: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise ValidationError("limit", limit, f"must be an integer in 1..{MAX_PAGE}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValidationError("offset", offset, "must be an integer ≥ 0")
+
+
+def _locked_profile(session: Session, profile_name: str) -> Profile:
+    """The profile, its row locked for this transaction (PostgreSQL; SQLite writes serialise).
+
+    Every write to a profile's uploads takes this lock first, so two writers never merge the
+    same placement curve from the same old state.
+    """
+    profile = session.scalar(select(Profile).where(Profile.name == profile_name).with_for_update())
+    if profile is None:
+        raise NotFoundError(f"no profile named {profile_name!r}", name=profile_name)
+    return profile
+
+
+def bump_profile(*, session: Session, profile: Profile) -> None:
+    """Mark a profile changed (its runs, uploads or curves); caches keyed by it must reload."""
+    profile.updated_at = utcnow()
+    session.flush()
+
+
+def _find_upload(session: Session, profile_id: int, digest: str) -> Upload | None:
+    query = select(Upload).where(Upload.profile_id == profile_id, Upload.content_digest == digest)
     return session.scalar(query)
 
 
@@ -265,89 +345,151 @@ def _stored(session: Session, upload: Upload) -> UploadOutcome:
         )
     )
     warnings = [w for run in runs for w in run.warnings]
-    return UploadOutcome(upload=upload, runs=runs, already_stored=True, warnings=warnings)
-
-
-def _clip(field_name: str, value: str | None, warnings: list[str]) -> str | None:
-    if value is None:
-        return None
-    limit = _STRING_LIMITS[field_name]
-    if len(value) > limit:
-        warnings.append(f"{field_name} {value!r} cut to {limit} characters")
-        return value[:limit]
-    return value
-
-
-def _prepare_run(parsed: ParsedRun, index: int) -> tuple[Run, list[Point]]:
-    """A Run and its Points from a parsed table (not yet added); ValidationError if unusable."""
-    where = f"runs[{index}]"
-    if parsed.missing:
-        raise ValidationError(
-            f"{where}.{parsed.missing[0]}",
-            None,
-            "the benchmark text does not say it",
-            hint=f"pass {parsed.missing[0]} as a query parameter",
-        )
-    assert parsed.collective is not None and parsed.ranks is not None
-    assert parsed.nodes is not None
-    op = parse_collective(parsed.collective)
-    ranks, nodes = parsed.ranks, parsed.nodes
-    if ranks < 1:
-        raise ValidationError(f"{where}.ranks", ranks, "must be ≥ 1")
-    if not 1 <= nodes <= ranks:
-        raise ValidationError(f"{where}.nodes", nodes, f"must be in 1..ranks ({ranks})")
-    if not parsed.points:
-        raise ParseError(f"table {index + 1} ({op.value}) has no rows")
-    for point in parsed.points:
-        if point.size_bytes < 0 or not math.isfinite(point.time_us):
-            raise ValidationError(
-                f"{where}.points", (point.size_bytes, point.time_us), "sizes ≥ 0, finite times"
-            )
-    warnings = list(parsed.warnings)
-    wrong = sum(1 for p in parsed.points if p.wrong)
-    if wrong:
-        warnings.append(f"{wrong} rows report #wrong > 0 (results not verified)")
-    curve = RunCurve.from_points(
-        op=op,
-        ranks=ranks,
-        nodes=nodes,
-        points=[(p.size_bytes, p.time_us, p.in_place) for p in parsed.points],
-        label="",
-    )
-    fit: AlphaBetaFit | None = curve.fit if curve is not None else None
-    if fit is None:
-        warnings.append("no latency-bandwidth fit (needs two sizes with times growing with size)")
-    per_node = parsed.ranks_per_node
-    if per_node is None and ranks % nodes == 0:
-        per_node = ranks // nodes
-    run = Run(
-        table_index=index,
-        collective=op.value,
-        tool=_clip("tool", parsed.tool, warnings) or "unknown",
-        backend=_clip("backend", parsed.backend, warnings),
-        ranks=ranks,
-        nodes=nodes,
-        ranks_per_node=per_node,
-        gpu_model=_clip("gpu_model", parsed.gpu_model, warnings),
-        dtype=_clip("dtype", parsed.dtype, warnings),
-        redop=_clip("redop", parsed.redop, warnings),
-        tool_version=_clip("tool_version", parsed.tool_version, warnings),
+    return UploadOutcome(
+        upload=upload,
+        runs=runs,
+        already_stored=True,
         warnings=warnings,
-        alpha_us=fit.alpha_us if fit else None,
-        beta_gbps=fit.beta_gbps if fit else None,
+        flags=list(upload.flags or []),
     )
-    points = [
-        Point(
-            size_bytes=p.size_bytes,
-            count=p.count,
-            time_us=p.time_us,
-            algbw_gbps=p.algbw_gbps,
-            busbw_gbps=p.busbw_gbps,
-            in_place=p.in_place,
-        )
-        for p in parsed.points
-    ]
-    return run, points
+
+
+def run_label(
+    run: Run,
+    *,
+    filename: str | None = None,
+    label: str | None = None,
+    flags: Sequence[dict[str, str]] | None = None,
+) -> str:
+    """How a run is named in bandwidth answers (its upload's file name, label and flags)."""
+    return _label_text(
+        run.id,
+        run.tool,
+        run.collective,
+        run.backend,
+        run.ranks,
+        run.nodes,
+        run.upload_id,
+        filename,
+        label,
+        flags,
+    )
+
+
+def _label_text(
+    run_id: int,
+    tool: str,
+    collective: str,
+    backend: str | None,
+    ranks: int,
+    nodes: int,
+    upload_id: int,
+    filename: str | None,
+    label: str | None,
+    flags: Sequence[dict[str, str]] | None,
+) -> str:
+    upload = f"upload {upload_id}"
+    if filename:
+        upload += f" {filename!r}"
+    if label:
+        upload += f" [{label}]"
+    text = (
+        f"run {run_id} ({tool} {collective}, {backend or 'unknown backend'}, "
+        f"{ranks} ranks on {nodes} node(s), {upload})"
+    )
+    if flags:
+        codes = ", ".join(sorted({f.get("code", "?") for f in flags}))
+        text += f" [flagged: {codes}]"
+    return text
+
+
+def _point_values(point: ParsedPoint) -> dict[str, Any]:
+    return {
+        "size_bytes": point.size_bytes,
+        "count": point.count,
+        "time_us": point.time_us,
+        "algbw_gbps": point.algbw_gbps,
+        "busbw_gbps": point.busbw_gbps,
+        "in_place": point.in_place,
+    }
+
+
+def store_upload(
+    *,
+    session: Session,
+    profile_name: str,
+    prepared: PreparedUpload,
+) -> UploadOutcome:
+    """Store a prepared upload under a profile, once per distinct parsed content.
+
+    What does not match the profile (``profiles.uploads.upload_flags``: a GPU of another family,
+    a busbw beyond its links) is flagged, not refused: the upload is stored with its flags, the
+    outcome lists them, and every bandwidth answer drawn from its runs names the flag and is
+    weak (so estimates warn). Disable the upload if it was a mistake. The profile's placement
+    curves take the new runs in the same transaction.
+    """
+    profile = _locked_profile(session, profile_name)
+    existing = _find_upload(session, profile.id, prepared.content_digest)
+    if existing is not None:
+        return _stored(session, existing)
+    flags = upload_flags(prepared, profile_name=profile.name, profile_gpu_model=profile.gpu_model)
+    upload = Upload(
+        profile_id=profile.id,
+        sha256=prepared.sha256,
+        content_digest=prepared.content_digest,
+        raw_text=prepared.text,
+        size_bytes=len(prepared.text.encode("utf-8")),
+        filename=prepared.filename,
+        label=prepared.label,
+        flags=[f.as_dict() for f in flags] or None,
+        disabled=False,
+    )
+    stored_runs: list[Run] = []
+    try:
+        with session.begin_nested():
+            session.add(upload)
+            session.flush()
+            for run_values in prepared.runs:
+                run = Run(**run_values.values, upload_id=upload.id, profile_id=profile.id)
+                session.add(run)
+                stored_runs.append(run)
+            session.flush()
+            rows: list[dict[str, Any]] = []
+            for run, run_values in zip(stored_runs, prepared.runs, strict=True):
+                ordered = sorted(run_values.points, key=lambda p: (p.in_place, p.size_bytes))
+                values = [_point_values(p) for p in ordered]
+                rows.extend({"run_id": run.id, **v} for v in values)
+                # the points as a read would give them, without reading them back
+                set_committed_value(run, "points", [Point(run_id=run.id, **v) for v in values])
+            if rows:
+                # Core: fast, and the runs' own flush already marked the profile changed
+                session.connection().execute(insert(_POINTS), rows)
+            _add_to_curves(session, profile, upload, stored_runs, prepared.runs)
+    except IntegrityError as exc:
+        existing = _find_upload(session, profile.id, prepared.content_digest)
+        if existing is None:  # not our unique constraint (the profile went away?)
+            raise ConflictError(
+                f"upload to profile {profile_name!r} conflicted with a concurrent write; retry"
+            ) from exc
+        return _stored(session, existing)
+    bump_profile(session=session, profile=profile)
+    return UploadOutcome(
+        upload=upload,
+        runs=stored_runs,
+        already_stored=False,
+        warnings=list(prepared.warnings),
+        flags=[f.as_dict() for f in flags],
+    )
+
+
+def store_uploads(
+    *,
+    session: Session,
+    profile_name: str,
+    prepared: Sequence[PreparedUpload],
+) -> list[UploadOutcome]:
+    """Store several prepared uploads (a multipart upload) in the caller's transaction."""
+    return [store_upload(session=session, profile_name=profile_name, prepared=p) for p in prepared]
 
 
 def store_parsed_runs(
@@ -357,44 +499,15 @@ def store_parsed_runs(
     text: str,
     runs: Sequence[ParsedRun],
     warnings: Sequence[str] = (),
+    filename: str | None = None,
+    label: str | None = None,
 ) -> UploadOutcome:
-    """Store ``text`` and its parsed runs under a profile, once per distinct text."""
-    sha256 = _digest(text)
-    profile = get_profile(session=session, name=profile_name)
-    existing = _find_upload(session, profile.id, sha256)
-    if existing is not None:
-        return _stored(session, existing)
-    if not runs:
-        raise ParseError("the text holds no benchmark table")
-    prepared = [_prepare_run(parsed, i) for i, parsed in enumerate(runs)]
-    upload = Upload(
-        profile_id=profile.id,
-        sha256=sha256,
-        raw_text=text,
-        size_bytes=len(text.encode("utf-8")),
+    """Store ``text`` and runs already parsed from it, once per distinct content."""
+    get_profile(session=session, name=profile_name)
+    prepared = prepare_parsed(
+        text=text, runs=runs, warnings=warnings, filename=filename, label=label
     )
-    stored_runs = []
-    try:
-        with session.begin_nested():
-            session.add(upload)
-            session.flush()
-            for run, points in prepared:
-                run.upload_id = upload.id
-                run.profile_id = profile.id
-                run.points = points
-                session.add(run)
-                stored_runs.append(run)
-    except IntegrityError as exc:
-        existing = _find_upload(session, profile.id, sha256)
-        if existing is None:  # not our unique constraint (the profile went away?)
-            raise ConflictError(
-                f"upload to profile {profile_name!r} conflicted with a concurrent write; retry"
-            ) from exc
-        return _stored(session, existing)
-    all_warnings = list(warnings) + [w for run in stored_runs for w in run.warnings]
-    return UploadOutcome(
-        upload=upload, runs=stored_runs, already_stored=False, warnings=all_warnings
-    )
+    return store_upload(session=session, profile_name=profile_name, prepared=prepared)
 
 
 def upload_runs(
@@ -407,30 +520,89 @@ def upload_runs(
     nodes: int | None = None,
     backend: str | None = None,
     dtype: str | None = None,
+    filename: str | None = None,
+    label: str | None = None,
 ) -> UploadOutcome:
-    """Parse benchmark text, fill gaps from the hints, fit α/β, and store it all at once."""
-    sha256 = _digest(text)
-    profile = get_profile(session=session, name=profile_name)
-    existing = _find_upload(session, profile.id, sha256)
-    if existing is not None:
-        return _stored(session, existing)
-    from profiles.parsers import apply_hints, parse_benchmark_text
+    """Parse benchmark text, fill gaps from the hints, fit α/β, and store it all at once.
 
-    result = parse_benchmark_text(text)
-    runs = [
-        apply_hints(run, op=op, ranks=ranks, nodes=nodes, backend=backend, dtype=dtype)
-        for run in result.runs
-    ]
-    return store_parsed_runs(
-        session=session, profile_name=profile_name, text=text, runs=runs, warnings=result.warnings
+    Callers that can should ``profiles.uploads.parse_upload`` before opening the transaction
+    and ``store_upload`` inside it; this does both, in the caller's session.
+    """
+    get_profile(session=session, name=profile_name)
+    prepared = parse_upload(
+        UploadInput(
+            text=text,
+            filename=filename,
+            label=label,
+            hints=Hints(op=op, ranks=ranks, nodes=nodes, backend=backend, dtype=dtype),
+        )
+    )
+    return store_upload(session=session, profile_name=profile_name, prepared=prepared)
+
+
+_RUN_COUNT = (
+    select(func.count(Run.id)).where(Run.upload_id == Upload.id).correlate(Upload).scalar_subquery()
+)
+
+
+def _upload_info(row: Any) -> UploadInfo:
+    return UploadInfo(
+        id=row.id,
+        filename=row.filename,
+        label=row.label,
+        sha256=row.sha256,
+        content_digest=row.content_digest,
+        size_bytes=row.size_bytes,
+        disabled=bool(row.disabled),
+        flags=list(row.flags or []),
+        run_count=int(row.run_count or 0),
+        created_at=row.created_at,
     )
 
 
-def list_uploads(*, session: Session, profile_name: str) -> list[Upload]:
-    """A profile's uploads, oldest first."""
+def _upload_columns() -> Any:
+    return select(
+        Upload.id,
+        Upload.filename,
+        Upload.label,
+        Upload.sha256,
+        Upload.content_digest,
+        Upload.size_bytes,
+        Upload.disabled,
+        Upload.flags,
+        Upload.created_at,
+        _RUN_COUNT.label("run_count"),
+    )
+
+
+def list_uploads(
+    *, session: Session, profile_name: str, limit: int = 100, offset: int = 0
+) -> Page[UploadInfo]:
+    """One page of a profile's uploads, oldest first, without their texts."""
+    _page_bounds(limit, offset)
     profile = get_profile(session=session, name=profile_name)
-    query = select(Upload).where(Upload.profile_id == profile.id).order_by(Upload.id)
-    return list(session.scalars(query))
+    total = session.scalar(
+        select(func.count()).select_from(Upload).where(Upload.profile_id == profile.id)
+    )
+    rows = session.execute(
+        _upload_columns()
+        .where(Upload.profile_id == profile.id)
+        .order_by(Upload.id)
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return Page([_upload_info(r) for r in rows], int(total or 0), limit, offset)
+
+
+def upload_info(*, session: Session, profile_name: str, upload_id: int) -> UploadInfo:
+    """One upload of a profile as lists show it; NotFoundError otherwise."""
+    profile = get_profile(session=session, name=profile_name)
+    row = session.execute(
+        _upload_columns().where(Upload.id == upload_id, Upload.profile_id == profile.id)
+    ).first()
+    if row is None:
+        raise NotFoundError(f"profile {profile_name!r} has no upload {upload_id}")
+    return _upload_info(row)
 
 
 def get_upload(*, session: Session, profile_name: str, upload_id: int) -> Upload:
@@ -442,6 +614,71 @@ def get_upload(*, session: Session, profile_name: str, upload_id: int) -> Upload
     return upload
 
 
+def _upload_placements(session: Session, upload_id: int) -> set[tuple[str, int, int]]:
+    rows = session.execute(
+        select(Run.collective, Run.ranks, Run.nodes).where(Run.upload_id == upload_id).distinct()
+    ).all()
+    return {(r.collective, int(r.ranks), int(r.nodes)) for r in rows}
+
+
+def remove_upload(*, session: Session, profile_name: str, upload_id: int) -> UploadInfo:
+    """Delete one upload with its runs; every answer that used them changes."""
+    profile = _locked_profile(session, profile_name)
+    info = upload_info(session=session, profile_name=profile_name, upload_id=upload_id)
+    placements = _upload_placements(session, upload_id)
+    # Core statements on the session's connection: the deleted rows are this profile's, so
+    # bump_profile below marks the one profile changed (an ORM bulk statement could not say
+    # which profile it touched). Objects of the upload the session holds are dropped from it.
+    connection = session.connection()
+    run_ids = select(Run.id).where(Run.upload_id == upload_id)
+    connection.execute(delete(_POINTS).where(_POINTS.c.run_id.in_(run_ids)))
+    connection.execute(delete(_RUNS).where(_RUNS.c.upload_id == upload_id))
+    connection.execute(delete(_UPLOADS).where(_UPLOADS.c.id == upload_id))
+    for obj in list(session.identity_map.values()):
+        if (
+            (isinstance(obj, Upload) and obj.id == upload_id)
+            or (isinstance(obj, Run) and obj.upload_id == upload_id)
+            or (isinstance(obj, Point) and obj.run is not None and obj.run.upload_id == upload_id)
+        ):
+            session.expunge(obj)
+    _rebuild_curves(session, profile, placements)
+    bump_profile(session=session, profile=profile)
+    return info
+
+
+def set_upload_disabled(
+    *, session: Session, profile_name: str, upload_id: int, disabled: bool
+) -> UploadInfo:
+    """Disable (or enable again) one upload: disabled runs stop answering bandwidth queries."""
+    if not isinstance(disabled, bool):
+        raise ValidationError("disabled", disabled, "must be true or false")
+    profile = _locked_profile(session, profile_name)
+    upload = get_upload(session=session, profile_name=profile_name, upload_id=upload_id)
+    if upload.disabled != disabled:
+        upload.disabled = disabled
+        session.flush()
+        _rebuild_curves(session, profile, _upload_placements(session, upload_id))
+        bump_profile(session=session, profile=profile)
+    return upload_info(session=session, profile_name=profile_name, upload_id=upload_id)
+
+
+def _runs_query(
+    profile_id: int, op: str | None, backend: str | None, include_disabled: bool
+) -> Any:
+    query = select(Run).where(Run.profile_id == profile_id)
+    if op is not None:
+        query = query.where(Run.collective == parse_collective(op).value)
+    if backend is not None:
+        query = query.where(Run.backend == backend)
+    if not include_disabled:
+        query = query.where(
+            Run.upload_id.in_(
+                select(Upload.id).where(Upload.profile_id == profile_id, ~Upload.disabled)
+            )
+        )
+    return query
+
+
 def list_runs(
     *,
     session: Session,
@@ -449,17 +686,60 @@ def list_runs(
     op: str | None = None,
     backend: str | None = None,
     with_points: bool = False,
+    limit: int | None = None,
+    offset: int = 0,
+    include_disabled: bool = True,
 ) -> list[Run]:
-    """A profile's runs, optionally of one collective and backend, in upload order."""
+    """A profile's runs, optionally of one collective and backend, in upload order.
+
+    ``limit``/``offset`` give one page (``count_runs`` gives the total).
+    """
+    if limit is not None:
+        _page_bounds(limit, offset)
     profile = get_profile(session=session, name=profile_name)
-    query = select(Run).where(Run.profile_id == profile.id)
-    if op is not None:
-        query = query.where(Run.collective == parse_collective(op).value)
-    if backend is not None:
-        query = query.where(Run.backend == backend)
+    query = _runs_query(profile.id, op, backend, include_disabled)
     if with_points:
         query = query.options(selectinload(Run.points))
-    return list(session.scalars(query.order_by(Run.id)))
+    query = query.order_by(Run.id).offset(offset).limit(limit)
+    return list(session.scalars(query))
+
+
+def count_runs(
+    *,
+    session: Session,
+    profile_name: str,
+    op: str | None = None,
+    backend: str | None = None,
+    include_disabled: bool = True,
+) -> int:
+    """How many runs ``list_runs`` would list without a page."""
+    profile = get_profile(session=session, name=profile_name)
+    query = _runs_query(profile.id, op, backend, include_disabled).subquery()
+    return int(session.scalar(select(func.count()).select_from(query)) or 0)
+
+
+def page_runs(
+    *,
+    session: Session,
+    profile_name: str,
+    op: str | None = None,
+    backend: str | None = None,
+    with_points: bool = False,
+    limit: int = 100,
+    offset: int = 0,
+) -> Page[Run]:
+    """One page of ``list_runs`` with the total."""
+    items = list_runs(
+        session=session,
+        profile_name=profile_name,
+        op=op,
+        backend=backend,
+        with_points=with_points,
+        limit=limit,
+        offset=offset,
+    )
+    total = count_runs(session=session, profile_name=profile_name, op=op, backend=backend)
+    return Page(items, total, limit, offset)
 
 
 def get_run(*, session: Session, profile_name: str, run_id: int) -> Run:
@@ -472,42 +752,275 @@ def get_run(*, session: Session, profile_name: str, run_id: int) -> Run:
     return run
 
 
-def run_label(run: Run) -> str:
-    """How a run is named in bandwidth answers."""
-    return (
-        f"run {run.id} ({run.tool} {run.collective}, {run.backend or 'unknown backend'}, "
-        f"{run.ranks} ranks on {run.nodes} node(s), upload {run.upload_id})"
-    )
+# --- bandwidth ------------------------------------------------------------------------------
 
 
-def load_bandwidth(*, session: Session, profile_name: str) -> ProfileBandwidth:
-    """The profile's bandwidth provider from its stored runs (and nominal curves if nominal)."""
-    profile = get_profile(session=session, name=profile_name)
-    runs = session.scalars(
-        select(Run)
-        .where(Run.profile_id == profile.id)
-        .options(selectinload(Run.points))
+def load_run_curves(
+    *,
+    session: Session,
+    profile_id: int,
+    placements: Iterable[tuple[str, int, int]] | None = None,
+    op: str | None = None,
+    include_disabled: bool = False,
+) -> list[RunCurve]:
+    """Curves of a profile's runs (enabled ones unless ``include_disabled``), in one query.
+
+    ``placements`` limits them to some (collective, ranks, nodes); ``op`` to one collective.
+    """
+    query = (
+        select(
+            Run.id,
+            Run.upload_id,
+            Run.tool,
+            Run.collective,
+            Run.backend,
+            Run.ranks,
+            Run.nodes,
+            Run.dtype,
+            Run.alpha_us,
+            Run.beta_gbps,
+            Upload.filename,
+            Upload.label,
+            Upload.flags,
+            Point.size_bytes,
+            Point.time_us,
+            Point.in_place,
+        )
+        .join(Upload, Upload.id == Run.upload_id)
+        .join(Point, Point.run_id == Run.id)
+        .where(Run.profile_id == profile_id)
         .order_by(Run.id)
     )
-    curves = []
-    for run in runs:
+    if not include_disabled:
+        query = query.where(~Upload.disabled)
+    if op is not None:
+        query = query.where(Run.collective == parse_collective(op).value)
+    if placements is not None:
+        wanted = list(placements)
+        if not wanted:
+            return []
+        query = query.where(
+            or_(*(and_(Run.collective == c, Run.ranks == r, Run.nodes == k) for c, r, k in wanted))
+        )
+    curves: list[RunCurve] = []
+    rows = session.execute(query).all()
+    start = 0
+    while start < len(rows):
+        run_id = rows[start].id
+        end = start
+        while end < len(rows) and rows[end].id == run_id:
+            end += 1
+        head = rows[start]
         fit = None
-        if run.alpha_us is not None and run.beta_gbps is not None:
-            fit = AlphaBetaFit(alpha_us=run.alpha_us, beta_gbps=run.beta_gbps)
+        if head.alpha_us is not None and head.beta_gbps is not None:
+            fit = AlphaBetaFit(alpha_us=head.alpha_us, beta_gbps=head.beta_gbps)
         curve = RunCurve.from_points(
-            op=Collective(run.collective),
-            ranks=run.ranks,
-            nodes=run.nodes,
-            points=[(p.size_bytes, p.time_us, p.in_place) for p in run.points],
-            label=run_label(run),
-            backend=run.backend,
+            op=Collective(head.collective),
+            ranks=head.ranks,
+            nodes=head.nodes,
+            points=[(r.size_bytes, r.time_us, r.in_place) for r in rows[start:end]],
+            label=_label_of(head),
+            backend=head.backend,
             fit=fit,
-            run_id=run.id,
-            dtype=run.dtype,
+            run_id=run_id,
+            dtype=head.dtype,
+            flagged=bool(head.flags),
         )
         if curve is not None:
             curves.append(curve)
-    return profile_bandwidth(profile.name, nominal=profile.nominal, curves=curves)
+        start = end
+    return curves
+
+
+def _label_of(row: Any) -> str:
+    return _label_text(
+        row.id,
+        row.tool,
+        row.collective,
+        row.backend,
+        row.ranks,
+        row.nodes,
+        row.upload_id,
+        row.filename,
+        row.label,
+        row.flags,
+    )
+
+
+def _add_to_curves(
+    session: Session,
+    profile: Profile,
+    upload: Upload,
+    runs: Sequence[Run],
+    prepared: Sequence[PreparedRun],
+) -> None:
+    """Merge new runs into the profile's stored placement curves (rebuild them if stale)."""
+    if profile.curves_format != ENVELOPE_FORMAT:
+        _rebuild_curves(session, profile, None)
+        return
+    new: dict[tuple[str, int, int], list[RunCurve]] = {}
+    for run, prep in zip(runs, prepared, strict=True):
+        if prep.curve is None:
+            continue
+        label = run_label(run, filename=upload.filename, label=upload.label, flags=upload.flags)
+        curve = replace(prep.curve, label=label, run_id=run.id, flagged=bool(upload.flags))
+        new.setdefault((run.collective, run.ranks, run.nodes), []).append(curve)
+    for (collective, ranks, nodes), curves in new.items():
+        envelope = Envelope.of_curves(curves)
+        row = session.scalar(
+            select(PlacementCurve).where(
+                PlacementCurve.profile_id == profile.id,
+                PlacementCurve.collective == collective,
+                PlacementCurve.ranks == ranks,
+                PlacementCurve.nodes == nodes,
+            )
+        )
+        if row is None:
+            session.add(_curve_row(profile.id, envelope))
+        else:
+            merged = Envelope.from_json(row.curve).merge(envelope)
+            row.curve = merged.to_json()
+            row.run_count = merged.run_count
+    session.flush()
+
+
+def _curve_row(profile_id: int, envelope: Envelope) -> PlacementCurve:
+    return PlacementCurve(
+        profile_id=profile_id,
+        collective=envelope.op.value,
+        ranks=envelope.ranks,
+        nodes=envelope.nodes,
+        run_count=envelope.run_count,
+        curve=envelope.to_json(),
+    )
+
+
+def _rebuild_curves(
+    session: Session, profile: Profile, placements: set[tuple[str, int, int]] | None
+) -> None:
+    """Recompute stored placement curves from the enabled runs (all, or some placements)."""
+    if profile.curves_format != ENVELOPE_FORMAT:
+        placements = None
+    stale = select(PlacementCurve).where(PlacementCurve.profile_id == profile.id)
+    if placements is not None:
+        if not placements:
+            return
+        stale = stale.where(
+            or_(
+                *(
+                    and_(
+                        PlacementCurve.collective == c,
+                        PlacementCurve.ranks == r,
+                        PlacementCurve.nodes == k,
+                    )
+                    for c, r, k in placements
+                )
+            )
+        )
+    for row in session.scalars(stale):
+        session.delete(row)
+    session.flush()
+    curves = load_run_curves(session=session, profile_id=profile.id, placements=placements)
+    groups: dict[tuple[str, int, int], list[RunCurve]] = {}
+    for curve in curves:
+        groups.setdefault((curve.op.value, curve.ranks, curve.nodes), []).append(curve)
+    for members in groups.values():
+        session.add(_curve_row(profile.id, Envelope.of_curves(members)))
+    profile.curves_format = ENVELOPE_FORMAT
+    session.flush()
+
+
+def refresh_curves(*, session: Session, profile_name: str) -> None:
+    """Rebuild a profile's placement curves from its runs (after a format change)."""
+    profile = _locked_profile(session, profile_name)
+    _rebuild_curves(session, profile, None)
+    bump_profile(session=session, profile=profile)
+
+
+def _nominal_for(row: Any) -> tuple[CurveSet | None, str | None, str | None]:
+    """The nominal curves a profile falls back on, their name, and why there are none."""
+    if row.nominal and row.name in NOMINAL_SPECS:
+        return nominal_curve_set(row.name), row.name, None
+    spec = family_spec(row.gpu_model)
+    if spec is None:
+        known = ", ".join(sorted(FAMILY_SPECS))
+        return (
+            None,
+            None,
+            f"no nominal curves to fall back on: GPU model {row.gpu_model!r} is not of a "
+            f"family commest has nominal figures for ({known})",
+        )
+    return nominal_curve_set(spec.name), f"{spec.name}, the profile's GPU family", None
+
+
+_PROFILE_FOR_BANDWIDTH = select(
+    Profile.id, Profile.name, Profile.gpu_model, Profile.nominal, Profile.curves_format
+)
+
+
+def load_bandwidth(
+    *, session: Session, profile_name: str, with_runs: bool = False
+) -> ProfileBandwidth:
+    """The profile's bandwidth provider: its placement curves, with nominal ones as fallback.
+
+    Answers come from the stored placement curves (one row per placement, whatever the run
+    count; each decoded on first use); ``with_runs`` also loads every enabled run's curve, for
+    plots and tuning tables. Two queries in all.
+    """
+    row = session.execute(_PROFILE_FOR_BANDWIDTH.where(Profile.name == profile_name)).first()
+    if row is None:
+        raise NotFoundError(f"no profile named {profile_name!r}", name=profile_name)
+    nominal, nominal_name, missing = _nominal_for(row)
+    runs: list[RunCurve] | None = None
+    if with_runs or row.curves_format != ENVELOPE_FORMAT:
+        runs = load_run_curves(session=session, profile_id=row.id)
+    if row.curves_format == ENVELOPE_FORMAT:
+        stored = session.execute(
+            select(
+                PlacementCurve.collective,
+                PlacementCurve.ranks,
+                PlacementCurve.nodes,
+                PlacementCurve.curve,
+            ).where(PlacementCurve.profile_id == row.id)
+        ).all()
+        measured = CurveSet(stored=[(r[0], r[1], r[2], r[3]) for r in stored])
+    else:
+        measured = CurveSet(runs or ())
+    return ProfileBandwidth(
+        row.name,
+        measured,
+        nominal if nominal is not None else (),
+        nominal_name=nominal_name,
+        runs=runs if with_runs else (),
+        missing_hint=missing,
+        nominal_fallback=not row.nominal,
+    )
+
+
+def profile_curves(
+    *, session: Session, profile_name: str, op: str | None = None, include_nominal: bool = True
+) -> list[CurveData]:
+    """A profile's enabled runs as plotting data (of one collective), then, for a nominal
+    profile, its nominal curves."""
+    row = session.execute(_PROFILE_FOR_BANDWIDTH.where(Profile.name == profile_name)).first()
+    if row is None:
+        raise NotFoundError(f"no profile named {profile_name!r}", name=profile_name)
+    curves = load_run_curves(session=session, profile_id=row.id, op=op)
+    if include_nominal and row.nominal and row.name in NOMINAL_SPECS:
+        wanted = parse_collective(op) if op is not None else None
+        curves += [c for c in nominal_curves(row.name) if wanted is None or c.op is wanted]
+    return curve_data(curves)
+
+
+def profile_tuning_table(
+    *, session: Session, profile_name: str, op: str, ranks: int, nodes: int | None = None
+) -> list[TuningRow]:
+    """Per measured size, the fastest backend among a profile's enabled runs of ``op``."""
+    profile = get_profile(session=session, name=profile_name)
+    curves = load_run_curves(session=session, profile_id=profile.id, op=op)
+    return tuning_table(
+        curves, name=profile.name, op=parse_collective(op), ranks=ranks, nodes=nodes
+    )
 
 
 # --- calibrations ---------------------------------------------------------------------------

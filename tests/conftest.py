@@ -38,6 +38,7 @@ TABLES = (
     "points",
     "runs",
     "uploads",
+    "placement_curves",
     "calibrations",
     "measured_runs",
     "baselines",

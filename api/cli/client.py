@@ -132,6 +132,18 @@ class Client(ABC):
         """POST /v1/profiles/{profile}/runs with one file (a write); ``hints`` as query."""
 
     @abstractmethod
+    def list_uploads(self, profile: str, *, limit: int, offset: int) -> Any:
+        """GET /v1/profiles/{profile}/uploads?limit=&offset=."""
+
+    @abstractmethod
+    def remove_upload(self, profile: str, upload_id: int) -> None:
+        """DELETE /v1/profiles/{profile}/uploads/{upload_id} (a write)."""
+
+    @abstractmethod
+    def set_upload_disabled(self, profile: str, upload_id: int, *, disabled: bool) -> Any:
+        """PATCH /v1/profiles/{profile}/uploads/{upload_id} with ``{"disabled": ...}`` (a write)."""
+
+    @abstractmethod
     def upload_training_log(
         self, profile: str, filename: str, content: bytes, hints: Mapping[str, str]
     ) -> Any:

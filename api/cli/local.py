@@ -282,15 +282,54 @@ class LocalClient(Client):
 
         def work() -> Any:
             self.authorize()
-            query = _validated(UploadHints, hints, "query")
+            label = hints.get("label")  # a query parameter of its own beside the hints
+            query = _validated(
+                UploadHints, {k: v for k, v in hints.items() if k != "label"}, "query"
+            )
             text = self._upload_text(content, filename)
+            prepared = runs.prepare_uploads(texts=[(filename, text)], hints=query, label=label)
             with self.session() as session:
-                answer, _ = runs.upload_runs(
-                    session=session, name=profile, texts=[text], hints=query
-                )
+                answer, _ = runs.store_uploads(session=session, name=profile, prepared=prepared)
             return _json(answer)
 
         return self.call(f"POST /v1/profiles/{profile}/runs", work)
+
+    def list_uploads(self, profile: str, *, limit: int, offset: int) -> Any:
+        from api.services import uploads
+
+        def work() -> Any:
+            with self.read_session() as session:
+                page = uploads.list_uploads(
+                    session=session, name=profile, limit=limit, offset=offset
+                )
+            return _json(page)
+
+        return self.call(f"GET /v1/profiles/{profile}/uploads", work)
+
+    def remove_upload(self, profile: str, upload_id: int) -> None:
+        from api.services import uploads
+
+        def work() -> None:
+            self.authorize()
+            with self.session() as session:
+                uploads.remove_upload(session=session, name=profile, upload_id=upload_id)
+
+        self.call(f"DELETE /v1/profiles/{profile}/uploads/{upload_id}", work)
+
+    def set_upload_disabled(self, profile: str, upload_id: int, *, disabled: bool) -> Any:
+        from api.schemas import UploadPatch
+        from api.services import uploads
+
+        def work() -> Any:
+            self.authorize()
+            body = UploadPatch(disabled=disabled)
+            with self.session() as session:
+                answer = uploads.patch_upload(
+                    session=session, name=profile, upload_id=upload_id, body=body
+                )
+            return _json(answer)
+
+        return self.call(f"PATCH /v1/profiles/{profile}/uploads/{upload_id}", work)
 
     def upload_training_log(
         self, profile: str, filename: str, content: bytes, hints: Mapping[str, str]

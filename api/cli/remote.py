@@ -106,6 +106,17 @@ class HttpClient(Client):
         files = {"files": (filename, content, "text/plain")}
         return self.json("POST", f"/v1/profiles/{segment(profile)}/runs", files=files, params=hints)
 
+    def list_uploads(self, profile: str, *, limit: int, offset: int) -> Any:
+        params = {"limit": limit, "offset": offset}
+        return self.json("GET", f"/v1/profiles/{segment(profile)}/uploads", params=params)
+
+    def remove_upload(self, profile: str, upload_id: int) -> None:
+        self.send("DELETE", f"/v1/profiles/{segment(profile)}/uploads/{upload_id}")
+
+    def set_upload_disabled(self, profile: str, upload_id: int, *, disabled: bool) -> Any:
+        path = f"/v1/profiles/{segment(profile)}/uploads/{upload_id}"
+        return self.json("PATCH", path, json_body={"disabled": disabled})
+
     def upload_training_log(
         self, profile: str, filename: str, content: bytes, hints: Mapping[str, str]
     ) -> Any:

@@ -9,10 +9,11 @@ with ``sqlite3`` instead, in one read transaction:
 - the profile's row, the columns ``api.caches`` selects (:data:`SNAPSHOT_SQL`, tested to
   agree with it), made into a snapshot by the same ``api.snapshots.snapshot_from_row``.
 
-Only a profile without stored runs is answered here (a nominal profile, or one given by its
-figures): its bandwidth provider is the nominal curves or none, which needs no query. For
-anything else (a profile with runs, an unknown name, a database that is not started, not
-SQLite, or locked) the answer is None and the caller takes the server's own path.
+Only a nominal profile without stored runs is answered here (``dgx-a100-nominal`` ...): its
+bandwidth provider is its nominal curves, which need no query (``nominal_bandwidth``, tested
+to answer as the server's provider does). For anything else (a profile with runs or of its
+own, an unknown name, a database that is not started, not SQLite, or locked) the answer is
+None and the caller takes the server's own path.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from types import SimpleNamespace
 
 import migrations
 from api.snapshots import SNAPSHOT_COLUMNS, MemoBandwidth, ProfileSnapshot, snapshot_from_row
-from profiles.nominal import NOMINAL_SPECS, profile_bandwidth
+from profiles.nominal import NOMINAL_SPECS, nominal_bandwidth
 
 SQLITE_PREFIX = "sqlite:///"
 
@@ -77,11 +78,12 @@ class SqliteProfiles:
         if row is None or row[-1]:  # unknown (the server's path names it), or has runs
             return None
         values = dict(zip(SNAPSHOT_COLUMNS, row[:-1], strict=True))
+        if not values["nominal"] or values["name"] not in NOMINAL_SPECS:
+            return None  # its fallback curves depend on its GPU family: the server's path
         if isinstance(values["by_dtype"], str):
             values["by_dtype"] = json.loads(values["by_dtype"])
         fields = SimpleNamespace(**values)
-        provider = profile_bandwidth(fields.name, nominal=bool(fields.nominal), curves=())
-        return snapshot_from_row(fields, MemoBandwidth(provider))
+        return snapshot_from_row(fields, MemoBandwidth(nominal_bandwidth(fields.name)))
 
     @staticmethod
     def _started(connection: sqlite3.Connection) -> bool:

@@ -16,6 +16,7 @@ from api.routes import (
     profiles,
     runs,
     training_logs,
+    uploads,
 )
 
 ROUTERS: tuple[APIRouter, ...] = (
@@ -27,6 +28,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     baselines.router,
     profiles.router,
     runs.router,
+    uploads.router,
     training_logs.router,
     calibrations.router,
     presets.router,

@@ -7,6 +7,8 @@ say from the user's query parameters. Both raise only ``ParseError`` and ``Valid
 
 from __future__ import annotations
 
+import re
+
 from estimator.errors import ParseError
 from profiles.parsed import ParsedRun, ParseResult
 from profiles.parsers._common import EXPECTED, MAX_LINE_CHARS, Line, quote, split_lines
@@ -17,6 +19,28 @@ from profiles.parsers.osu import OsuReader
 __all__ = ["apply_hints", "parse_benchmark_text"]
 
 _QUOTED = 5
+# Lines by which NCCL / RCCL and nccl-tests report that a run failed (nccl-tests common.cu
+# "Test NCCL failure <file>:<line> '<ncclGetErrorString>'", NCCL's "NCCL WARN ..." and the
+# error strings of ncclResult_t), most specific first.
+_FAILURES = (
+    re.compile(r"Test (?:NCCL|CUDA|RCCL|HIP) failure"),
+    re.compile(r"\b[NR]CCL failure\b|\bnccl\w*Error\b"),
+    re.compile(r"unhandled (?:system|cuda|hip) error|internal error|invalid usage|remote process"),
+    re.compile(r"\b[NR]CCL WARN\b"),
+)
+_FAILURE_HINT = (
+    "the benchmark failed before printing results: fix the failure (NCCL_DEBUG=INFO shows "
+    "more) and upload the output of a run that completes"
+)
+
+
+def failure_lines(lines: list[Line], limit: int = 2) -> list[Line]:
+    """The lines reporting an NCCL/RCCL failure, most specific kind first (at most ``limit``)."""
+    for pattern in _FAILURES:
+        found = [(n, t) for n, t in lines if pattern.search(t)]
+        if found:
+            return found[:limit]
+    return []
 
 
 def parse_benchmark_text(text: str) -> ParseResult:
@@ -41,15 +65,28 @@ def parse_benchmark_text(text: str) -> ParseResult:
         warnings.extend(osu.warnings)
         unread.extend(osu.unread)
         headers += osu.headers_seen
+    failed = failure_lines(lines) if ("CCL" in text or "failure" in text) else []
     if runs:
         runs.sort(key=lambda r: r.first_line or 0)
+        if failed:
+            shown = "; ".join(f"line {n}: {quote(t)!r}" for n, t in failed)
+            warnings.append(f"the log reports a failure, results may be incomplete: {shown}")
         return ParseResult(runs=runs, warnings=warnings)
-    raise _no_table(text, lines, sorted(set(unread)) if headers else [], warnings)
+    raise _no_table(text, lines, sorted(set(unread)) if headers else [], warnings, failed)
 
 
-def _no_table(text: str, lines: list[Line], unread: list[Line], warnings: list[str]) -> ParseError:
+def _no_table(
+    text: str, lines: list[Line], unread: list[Line], warnings: list[str], failed: list[Line]
+) -> ParseError:
     if not text.strip():
         return ParseError(f"the text is empty; {EXPECTED}")
+    if failed:
+        quoted = [(n, quote(t)) for n, t in failed]
+        shown = "; ".join(f"line {n}: {t!r}" for n, t in quoted)
+        return ParseError(
+            f"the log holds no benchmark results but reports a failure: {shown}; {_FAILURE_HINT}",
+            lines=quoted,
+        )
     if unread:
         what = "found a benchmark table header but no readable rows"
         bad = unread[:_QUOTED]

@@ -383,6 +383,42 @@ def test_profile_create_upload_list_show_bandwidth_delete_round_trip(
     assert "lab-a100" in gone.stderr
 
 
+def test_profile_uploads_list_disable_enable_and_remove(env: Path, tmp_path: Path) -> None:
+    created = run("profile", "create", "lab", "--gpu-model", "A100", "--gpus-per-node", "8")
+    assert created.exit_code == 0, created.stderr
+    log = tmp_path / "all_reduce_8gpu.txt"
+    log.write_text(_nccl_all_reduce_text(), encoding="utf-8")
+    uploaded = run("profile", "upload", "lab", str(log), "--label", "week 47")
+    assert uploaded.exit_code == 0, uploaded.stderr
+    assert "busbw" in uploaded.stdout  # the fitted beta in both units
+
+    listed = run("profile", "uploads", "lab", "--format", "json")
+    assert listed.exit_code == 0, listed.stderr
+    (upload,) = json.loads(listed.stdout)["uploads"]
+    assert (upload["filename"], upload["label"]) == ("all_reduce_8gpu.txt", "week 47")
+    table = run("profile", "uploads", "lab")
+    assert table.exit_code == 0 and "week 47" in table.stdout
+
+    bandwidth = ("bandwidth", "--profile", "lab", "--op", "all_reduce", "--ranks", "8")
+    size = ("--nodes", "1", "--bytes", "4MiB")
+    measured = json.loads(run(*bandwidth, *size).stdout)
+    assert measured["method"] == "measured" and "week 47" in measured["source"]
+
+    upload_id = str(upload["id"])
+    disabled = run("profile", "upload-disable", "lab", upload_id)
+    assert disabled.exit_code == 0 and "disabled" in disabled.stdout, disabled.stderr
+    assert json.loads(run(*bandwidth, *size).stdout)["method"] == "nominal"
+    enabled = run("profile", "upload-disable", "lab", upload_id, "--enable")
+    assert enabled.exit_code == 0 and "enabled" in enabled.stdout, enabled.stderr
+    assert json.loads(run(*bandwidth, *size).stdout)["method"] == "measured"
+
+    removed = run("profile", "upload-remove", "lab", upload_id)
+    assert removed.exit_code == 0, removed.stderr
+    assert json.loads(run("profile", "uploads", "lab", "--format", "json").stdout)["total"] == 0
+    again = run("profile", "upload-remove", "lab", upload_id)
+    assert again.exit_code == 2 and upload_id in again.stderr
+
+
 def test_upload_of_a_file_without_a_table_exits_2(env: Path, tmp_path: Path) -> None:
     assert (
         run("profile", "create", "p1", "--gpu-model", "H100", "--gpus-per-node", "8").exit_code == 0
@@ -971,6 +1007,10 @@ def test_every_verb_answers_locally_as_the_server_does(
             ("profile", "upload-log", "local-lab", training_log, "--set", "recompute=none"),
             ("profile", "upload-log", "remote-lab", training_log, "--set", "recompute=none"),
         ),
+        (
+            ("profile", "uploads", "local-lab", "--format", "json"),
+            ("profile", "uploads", "remote-lab", "--format", "json"),
+        ),
         (("profile", "delete", "local-lab"), ("profile", "delete", "remote-lab")),
         (("profile", "calibrate", "dgx-a100-nominal", "--measurements", calibration),) * 2,
     ):
@@ -1053,7 +1093,7 @@ def test_the_sqlite_reader_agrees_with_the_servers_snapshot(started_sqlite: Path
     from profiles.nominal import NOMINAL_SPECS
 
     reader = SqliteProfiles(started_sqlite)
-    for name in [*NOMINAL_SPECS, "lab"]:
+    for name in NOMINAL_SPECS:
         fast, server = reader.profile(name), _server_snapshot(started_sqlite, name)
         assert fast is not None, name
         for field in fields(fast):
@@ -1071,7 +1111,7 @@ def test_the_sqlite_reader_agrees_with_the_servers_snapshot(started_sqlite: Path
                     assert fast.bandwidth.explain(TrafficKind.DP, op, ranks, nodes, size) == (
                         expected
                     )
-    assert reader.profile("lab") is not None
+    assert reader.profile("lab") is None  # its own: fallback curves by GPU family, server's path
     assert reader.profile("lab-runs") is None  # runs: the server's path builds the provider
     assert reader.profile("no-such-profile") is None  # the server's path names the error
 
@@ -1088,10 +1128,15 @@ def test_the_sqlite_reader_answers_only_a_started_database(
     assert not missing.exists()  # never created
     connection = sqlite3.connect(started_sqlite, isolation_level=None)
     try:
-        connection.execute("DELETE FROM profiles WHERE name = 'dgx-h100-nominal'")
-        assert SqliteProfiles(started_sqlite).profile("dgx-a100-nominal") is None  # not started
+        reader = SqliteProfiles(started_sqlite)
+        assert reader.profile("dgx-a100-nominal") is not None
+        (head,) = connection.execute("SELECT version_num FROM alembic_version").fetchone()
         connection.execute("UPDATE alembic_version SET version_num = 'older'")
-        assert SqliteProfiles(started_sqlite).profile("lab") is None
+        assert reader.profile("dgx-a100-nominal") is None  # not at head
+        connection.execute("UPDATE alembic_version SET version_num = ?", (head,))
+        assert reader.profile("dgx-a100-nominal") is not None
+        connection.execute("DELETE FROM profiles WHERE name = 'dgx-h100-nominal'")
+        assert reader.profile("dgx-a100-nominal") is None  # a nominal profile missing
     finally:
         connection.close()
 

@@ -68,9 +68,23 @@ def stored_runs(server: Server, name: str) -> list[dict[str, Any]]:
     return runs
 
 
+def distinct_text(i: int) -> str:
+    """TEXT with client i's own measurement: the first row's time + i·0.01 us.
+
+    Uploads are the same when their parsed runs are (issue 10), so distinct files must differ
+    in a number, not only in a comment.
+    """
+    lines = TEXT.split("\n")
+    row = next(n for n, line in enumerate(lines) if line.strip()[:1].isdigit())
+    tokens = lines[row].split()
+    tokens[5] = f"{float(tokens[5]) + i * 0.01:.2f}"
+    lines[row] = "  ".join(tokens)
+    return f"# upload from client {i}\n" + "\n".join(lines)
+
+
 def test_distinct_files_from_32_clients_are_all_stored_with_every_point(server: Server) -> None:
     create_profile(server, "conc-distinct")
-    texts = [f"# upload from client {i}\n{TEXT}" for i in range(CLIENTS)]
+    texts = [distinct_text(i) for i in range(CLIENTS)]
     points = len(parse_benchmark_text(TEXT).runs[0].points)
     answers = all_at_once(
         server,

@@ -73,6 +73,7 @@ CALIBRATION = {
     ]
 }
 PROFILE_RUN = {"path_parameters": {"name": "lab"}}
+UPLOAD = {"name": "lab"}  # the seed's upload is the profile's first: id 1
 GPT2_LOG = fixture_text("training_logs/megatron_lm_gpt2_345m_tp2_pp2.txt")
 LLAMA_LOG = fixture_text("training_logs/megatron_deepspeed_llama_tp2_pp2.txt")
 MEASURED_RUN = {"path_parameters": {"name": "lab", "run_id": 1}}
@@ -129,6 +130,14 @@ VALID: dict[str, list[dict[str, Any]]] = {
     "GET /v1/profiles/{name}/curves": [PROFILE_RUN, {**PROFILE_RUN, "query": {"format": "png"}}],
     "GET /v1/profiles/{name}/tuning-table": [
         {**PROFILE_RUN, "query": {"op": "all_reduce", "ranks": 8}}
+    ],
+    "GET /v1/profiles/{name}/uploads": [PROFILE_RUN, {**PROFILE_RUN, "query": {"limit": 1}}],
+    "PATCH /v1/profiles/{name}/uploads/{upload_id}": [
+        {"path_parameters": {**UPLOAD, "upload_id": 1}, "body": {"disabled": True}},
+        {"path_parameters": {**UPLOAD, "upload_id": 1}, "body": {"disabled": False}},
+    ],
+    "DELETE /v1/profiles/{name}/uploads/{upload_id}": [
+        {"path_parameters": {**UPLOAD, "upload_id": 1}}
     ],
     "POST /v1/profiles/{name}/calibrations": [{**PROFILE_RUN, "body": CALIBRATION}],
     "GET /v1/profiles/{name}/calibrations": [PROFILE_RUN],

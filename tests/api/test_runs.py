@@ -254,10 +254,22 @@ def test_bandwidth_of_a_reduction_over_one_rank_is_422_not_a_null(measured: Test
     assert body["value"]["ranks"] == 1 and "algbw_gbps" in body["rule"]
 
 
-def test_bandwidth_without_a_usable_run_is_404(lab: TestClient) -> None:
+def test_bandwidth_without_a_run_falls_back_to_the_gpu_familys_nominal_curves(
+    lab: TestClient,
+) -> None:
     params = {"op": "alltoall", "ranks": 16, "nodes": 2, "bytes": 1 << 20}
-    body = assert_problem(lab.get("/v1/profiles/lab/bandwidth", params=params), 404)
-    assert "upload" in body["detail"]
+    response = lab.get("/v1/profiles/lab/bandwidth", params=params)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["method"] == "nominal" and "dgx-h100-nominal" in body["source"]
+
+
+def test_bandwidth_without_a_run_or_a_known_gpu_family_is_404(lab: TestClient) -> None:
+    profile = {**PROFILE, "name": "odd", "gpu_model": "Gaudi2"}
+    assert lab.post("/v1/profiles", json=profile, headers=AUTH).status_code == 201
+    params = {"op": "alltoall", "ranks": 16, "nodes": 2, "bytes": 1 << 20}
+    body = assert_problem(lab.get("/v1/profiles/odd/bandwidth", params=params), 404)
+    assert "upload" in body["detail"] and "Gaudi2" in body["detail"]
 
 
 def test_bandwidth_with_bad_parameters_is_422(lab: TestClient) -> None:

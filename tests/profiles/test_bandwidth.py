@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from estimator.bandwidth import BandwidthProvider, Collective, TrafficKind
+from estimator.bandwidth import BandwidthProvider, Collective, TrafficKind, weak_answer_warning
 from estimator.errors import NotFoundError, ValidationError
-from profiles.bandwidth import AlphaBetaFit, ProfileBandwidth, RunCurve, fit_alpha_beta
+from profiles.bandwidth import (
+    AlphaBetaFit,
+    Envelope,
+    ProfileBandwidth,
+    RunCurve,
+    fit_alpha_beta,
+)
 from profiles.nominal import nominal_bandwidth, nominal_curves
+from profiles.parsers import apply_hints, parse_benchmark_text
 
 K = TrafficKind.DP
 AR = Collective.ALL_REDUCE
@@ -309,3 +318,213 @@ def test_alpha_beta_fit_model_matches_its_definition() -> None:
     fit = AlphaBetaFit(alpha_us=4.0, beta_gbps=100.0)
     assert fit.time_us(1e6) == 4.0 + 10.0
     assert fit.algbw_gbps(1e6) == pytest.approx(1e6 / 14e3, rel=1e-12)
+
+
+# --- issue 10 §1: answers follow the measurements -------------------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures"
+# oracle-quickstart/oci-hpc-oke README, all_reduce_perf on 16 A100 over 2 nodes: printed busbw.
+OKE_BUSBW_8K, OKE_BUSBW_1M, OKE_BUSBW_8G = 0.32, 22.97, 237.94
+WITHIN_8K = 2.0  # issue 10 "done when": within 2x of the measured busbw at 8 KB ...
+WITHIN_1M = 0.30  # ... and within 30% at 1 MB
+
+
+def _parsed_curves(name: str, **hints: Any) -> list[RunCurve]:
+    result = parse_benchmark_text((FIXTURES / name).read_text())
+    curves = []
+    for run in result.runs:
+        run = apply_hints(run, **hints)
+        assert run.collective is not None and run.ranks is not None and run.nodes is not None
+        curve = RunCurve.from_points(
+            op=Collective(run.collective),
+            ranks=run.ranks,
+            nodes=run.nodes,
+            points=[(p.size_bytes, p.time_us, p.in_place) for p in run.points],
+            label=name,
+            backend=run.backend,
+        )
+        assert curve is not None
+        curves.append(curve)
+    return curves
+
+
+def _issue_10_provider() -> ProfileBandwidth:
+    nccl = _parsed_curves("nccl_all_reduce_16gpu_2node_a100_oke.txt")
+    osu = _parsed_curves("osu_xccl_allreduce_1gib.txt", ranks=16, nodes=2)
+    return _provider(*nccl, *osu)
+
+
+def test_the_reported_profile_answers_small_sizes_from_the_full_curve() -> None:
+    provider = _issue_10_provider()
+    small = provider.explain(K, AR, 16, 2, 8192)
+    medium = provider.explain(K, AR, 16, 2, 2**20)
+    assert OKE_BUSBW_8K / WITHIN_8K <= small.busbw_gbps <= OKE_BUSBW_8K * WITHIN_8K
+    assert medium.busbw_gbps == pytest.approx(OKE_BUSBW_1M, rel=WITHIN_1M)
+    for answer in (small, medium):
+        assert answer.method == "measured" and "oke" in answer.source
+        assert answer.distance_octaves == 0.0 and not answer.weak
+    assert provider.busbw_gbps(K, AR, 16, 2, 8192) == small.busbw_gbps
+
+
+def test_best_of_compares_runs_only_where_both_measured() -> None:
+    provider = _issue_10_provider()
+    at_1g = provider.explain(K, AR, 16, 2, 2**30)
+    # both runs measured 1 GiB: the nccl-tests run (219 GB/s) beats the OSU one (149 GB/s)
+    assert at_1g.busbw_gbps == pytest.approx(219.12, abs=0.01)
+    assert "best of 2 runs" in at_1g.source
+    sweep = provider.busbw_gbps(
+        K, AR, np.full(3, 16.0), np.full(3, 2.0), np.array([8192.0, 2.0**20, 2.0**33])
+    )
+    assert isinstance(sweep, np.ndarray) and sweep[2] == pytest.approx(OKE_BUSBW_8G, abs=0.01)
+
+
+def test_a_one_point_run_is_held_at_most_one_octave_then_the_nominal_curves_answer() -> None:
+    (osu,) = _parsed_curves("osu_xccl_allreduce_1gib.txt", ranks=16, nodes=2)
+    provider = _provider(osu, nominal=nominal_curves("dgx-a100-nominal"))
+    near = provider.explain(K, AR, 16, 2, 2**31)  # one octave above the point
+    far = provider.explain(K, AR, 16, 2, 8192)
+    assert near.method == "extrapolated" and near.busbw_gbps == osu.busbw_gbps[0]
+    assert near.distance_octaves == pytest.approx(1.0) and not near.weak
+    assert far.method == "nominal" and far.weak
+    assert far.advice is not None and "all_reduce_perf" in far.advice
+
+
+def test_without_nominal_curves_a_far_answer_is_the_last_resort_and_weak() -> None:
+    (osu,) = _parsed_curves("osu_xccl_allreduce_1gib.txt", ranks=16, nodes=2)
+    answer = _provider(osu).explain(K, AR, 16, 2, 8192)
+    assert answer.busbw_gbps == osu.busbw_gbps[0]
+    assert answer.weak and answer.distance_octaves == pytest.approx(17.0)
+    assert "beyond that bound" in answer.source
+
+
+def test_a_far_size_comes_from_a_related_measurement_before_nominal() -> None:
+    (osu,) = _parsed_curves("osu_xccl_allreduce_1gib.txt", ranks=16, nodes=2)
+    other = _curve(ranks=32, nodes=4, sizes=[2.0**e for e in range(3, 34)])
+    provider = _provider(osu, other, nominal=nominal_curves("dgx-a100-nominal"))
+    answer = provider.explain(K, AR, 16, 2, 8192)
+    assert answer.method == "derived" and answer.derived_placement
+    assert answer.busbw_gbps == _busbw(AR, 32, 8192.0, _time_us(8192.0))
+
+
+def test_fit_extrapolation_is_bounded_to_two_octaves_unless_the_data_pin_it_down() -> None:
+    # Sizes 1 KiB..1 MiB of α = 10 us, β = 50 GB/s: at 1 MiB S/β is 67% of T (bandwidth regime
+    # seen), at 1 KiB α is 83% (latency regime seen): the fit may go on either way.
+    pinned = _provider(_curve()).explain(K, AR, 16, 2, 2.0**30)
+    assert pinned.method == "extrapolated" and pinned.distance_octaves == pytest.approx(10.0)
+    assert pinned.weak  # far from data, even if the fit is well determined
+    # The bandwidth regime unseen (sizes up to 1 KiB only, S/β ≈ 2% of T): stops at 2 octaves.
+    small = _curve(sizes=[8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0])
+    provider = _provider(small, nominal=nominal_curves("dgx-a100-nominal"))
+    assert provider.explain(K, AR, 16, 2, 4096).method == "extrapolated"
+    assert provider.explain(K, AR, 16, 2, 8192).method == "nominal"
+
+
+def test_a_gap_between_runs_is_answered_from_the_nearer_run_within_its_bound() -> None:
+    low = _curve(sizes=[2.0**e for e in range(3, 11)], run_id=1)
+    high = _curve(sizes=[2.0**e for e in range(30, 34)], run_id=2)
+    provider = _provider(low, high, nominal=nominal_curves("dgx-a100-nominal"))
+    near_low = provider.explain(K, AR, 16, 2, 2.0**11)
+    assert near_low.method == "extrapolated" and "run 1" in near_low.source
+    # α-β data: the anchored fit is the truth
+    assert near_low.busbw_gbps == pytest.approx(_busbw(AR, 16, 2.0**11, _time_us(2.0**11)))
+    near_high = provider.explain(K, AR, 16, 2, 2.0**29)
+    assert near_high.method == "extrapolated" and "run 2" in near_high.source
+    mid = provider.explain(K, AR, 16, 2, 2.0**20)
+    # 10 octaves from either run: run 1's fit never saw the bandwidth regime, run 2's fit never
+    # saw the latency regime, so the nominal curves answer
+    assert mid.method == "nominal" and mid.weak
+
+
+def test_missing_op_falls_back_to_nominal_curves_with_a_weak_answer() -> None:
+    provider = _provider(_curve(), nominal=nominal_curves("dgx-a100-nominal"))
+    answer = provider.explain(K, Collective.ALLTOALL, 16, 2, 2**20)
+    assert answer.method == "nominal" and answer.weak
+    assert answer.advice is not None and "alltoall_perf" in answer.advice
+    warning = weak_answer_warning(Collective.ALLTOALL, 16, 2, 2**20, answer)
+    assert warning is not None and "alltoall" in warning and "alltoall_perf" in warning
+
+
+def test_strong_answers_give_no_warning() -> None:
+    answer = _provider(_curve()).explain(K, AR, 16, 2, 4096)
+    assert weak_answer_warning(AR, 16, 2, 4096, answer) is None
+
+
+def test_intra_node_lower_bound_is_weak() -> None:
+    answer = _provider(_curve(ranks=16, nodes=2)).explain(K, AR, 8, 1, 4096)
+    assert answer.weak and answer.derived_placement
+
+
+def test_envelope_merge_is_the_pointwise_max_and_order_free() -> None:
+    a = _curve(backend="mpi", beta=10.0, alpha=2.0, run_id=2)
+    b = _curve(backend="nccl", beta=50.0, alpha=10.0, run_id=1)
+    ab = Envelope.of_curve(a).merge(Envelope.of_curve(b))
+    ba = Envelope.of_curve(b).merge(Envelope.of_curve(a))
+    grid = np.log(np.geomspace(SIZES[0], SIZES[-1], 200))
+    expected = np.maximum(
+        np.interp(grid, a.log_sizes, a.busbw_gbps), np.interp(grid, b.log_sizes, b.busbw_gbps)
+    )
+    sizes = np.exp(grid)
+    assert np.allclose(ab.evaluate(sizes, grid), expected, rtol=1e-12)
+    assert np.allclose(ba.evaluate(sizes, grid), expected, rtol=1e-12)
+    assert ab.run_count == 2 and ab.log_knots.size > len(SIZES)  # a crossing was added
+
+
+def test_envelope_round_trips_through_json() -> None:
+    env = Envelope.of_curves([_curve(run_id=1), _curve(beta=10.0, alpha=2.0, run_id=2)])
+    back = Envelope.from_json(env.to_json())
+    grid = np.log(np.geomspace(1.0, 2.0**40, 300))
+    assert np.array_equal(back.evaluate(np.exp(grid), grid), env.evaluate(np.exp(grid), grid))
+    assert [s.label for s in back.sources] == [s.label for s in env.sources]
+
+
+def test_fitted_beta_is_reported_as_busbw_and_algbw() -> None:
+    (data,) = _provider(_curve()).curves()
+    assert data.beta_algbw_gbps == pytest.approx(BETA_GBPS)
+    assert data.beta_busbw_gbps == pytest.approx(BETA_GBPS * 2 * 15 / 16)
+
+
+def test_explain_equals_busbw_with_gaps_single_points_and_merged_runs() -> None:
+    (osu,) = _parsed_curves("osu_xccl_allreduce_1gib.txt", ranks=16, nodes=2)
+    provider = _provider(
+        *_parsed_curves("nccl_all_reduce_16gpu_2node_a100_oke.txt"),
+        osu,
+        _curve(ranks=32, nodes=4, sizes=[2.0**e for e in range(3, 11)], run_id=5),
+        _curve(ranks=32, nodes=4, sizes=[2.0**e for e in range(24, 31)], run_id=6),
+        _curve(ranks=8, nodes=1, beta=200.0, backend="mpi", run_id=7),
+        _curve(ranks=8, nodes=1, beta=150.0, alpha=3.0, run_id=8),
+        nominal=nominal_curves("dgx-a100-nominal"),
+    )
+    rng = np.random.default_rng(7)
+    ranks = rng.choice([8, 16, 32, 64], size=300).astype(float)
+    nodes = np.array([rng.choice([n for n in (1, 2, 4, 8) if n <= r]) for r in ranks], float)
+    sizes = np.exp(rng.uniform(0, math.log(2.0**36), size=300))
+    for op in (AR, Collective.ALL_GATHER, Collective.SENDRECV):
+        values = provider.busbw_gbps(K, op, ranks, nodes, sizes)
+        assert isinstance(values, np.ndarray)
+        for i in range(ranks.size):
+            args = (int(ranks[i]), int(nodes[i]), float(sizes[i]))
+            assert provider.explain(K, op, *args).busbw_gbps == values[i], (op, args)
+            assert provider.busbw_gbps(K, op, *args) == values[i]
+
+
+def test_many_runs_at_one_grid_merge_to_the_exact_upper_envelope() -> None:
+    rng = np.random.default_rng(3)
+    curves = [
+        _curve(
+            sizes=[2.0**e for e in range(3, 34, 2)],
+            alpha=float(rng.uniform(2, 40)),
+            beta=float(rng.uniform(5, 300)),
+            run_id=i,
+        )
+        for i in range(60)
+    ]
+    batched = Envelope.of_curves(curves)
+    pairwise = Envelope.of_curve(curves[0])
+    for curve in curves[1:]:
+        pairwise = pairwise.merge(Envelope.of_curve(curve))
+    grid = np.log(np.geomspace(8.0, 2.0**33, 5000))
+    sizes = np.exp(grid)
+    truth = np.max([np.interp(grid, c.log_sizes, c.busbw_gbps) for c in curves], axis=0)
+    assert np.allclose(batched.evaluate(sizes, grid), truth, rtol=1e-12, atol=0)
+    assert np.allclose(pairwise.evaluate(sizes, grid), truth, rtol=1e-12, atol=0)
+    assert batched.run_count == 60 and len(batched.sources) < 60

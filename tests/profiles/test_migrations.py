@@ -29,7 +29,16 @@ from profiles.db import (
 from profiles.models import Base
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = {"profiles", "uploads", "runs", "points", "calibrations", "baselines", "measured_runs"}
+TABLES = {
+    "profiles",
+    "uploads",
+    "runs",
+    "points",
+    "calibrations",
+    "baselines",
+    "measured_runs",
+    "placement_curves",
+}
 
 
 def _schema(engine: Engine) -> dict[str, object]:
@@ -118,7 +127,7 @@ def test_revisions_are_named_by_date() -> None:
 
 
 FIRST_REVISION = "2026_11_21_0001"
-TABLES_AT_FIRST_REVISION = TABLES - {"measured_runs"}  # added by 2026_11_22_0003
+TABLES_AT_FIRST_REVISION = TABLES - {"measured_runs", "placement_curves"}  # 0003, 0002
 ROWS_AT_FIRST_REVISION = [
     "INSERT INTO profiles (id, name, gpu_model, gpus_per_node, description, nominal, created_at,"
     " updated_at) VALUES (1, 'lab', 'H100', 8, '', false, :t, :t), (2, 'b', 'H100', 8, '', false,"

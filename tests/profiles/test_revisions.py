@@ -42,7 +42,13 @@ def upload(session: Session, name: str = "lab", text: str = TEXT) -> None:
 
 
 def _upload_another(session: Session) -> None:
-    upload(session, text="# another upload\n" + TEXT)
+    # another measurement (the same table with a comment added is the same upload: issue 10)
+    lines = TEXT.split("\n")
+    row = next(n for n, line in enumerate(lines) if line.strip()[:1].isdigit())
+    tokens = lines[row].split()
+    tokens[5] = f"{float(tokens[5]) + 0.01:.2f}"
+    lines[row] = "  ".join(tokens)
+    upload(session, text="\n".join(lines))
 
 
 def _update(session: Session) -> None:

@@ -97,8 +97,11 @@ def upload_summary(path: Path, result: Mapping[str, Any]) -> list[str]:
             for key in ("collective", "ranks", "nodes", "backend", "dtype")
             if run.get(key) is not None
         )
-        beta = run.get("beta_gbps")
-        fit = f", fitted beta {float(beta):.4g} GB/s" if beta is not None else ""
+        beta, bus = run.get("beta_gbps"), run.get("beta_busbw_gbps")
+        fit = ""
+        if beta is not None:
+            fit = f", fitted beta {float(beta):.4g} GB/s algbw"
+            fit += f" ({float(bus):.4g} busbw)" if bus is not None else ""
         state = "already stored" if run.get("already_stored") else "stored"
         lines.append(f"  run {run.get('id')}: {what}{fit} ({state})")
     for warning in result.get("warnings") or []:
@@ -116,6 +119,9 @@ def profile_upload(
     nodes: Annotated[int | None, typer.Option(min=1, help="Nodes, when not in the text.")] = None,
     backend: Annotated[str | None, typer.Option(help="nccl, rccl, mpi ...")] = None,
     dtype: Annotated[str | None, typer.Option(help="Data type, when not in the text.")] = None,
+    label: Annotated[
+        str | None, typer.Option(help="A label kept with the upload(s), named in answers.")
+    ] = None,
 ) -> None:
     """Upload benchmark outputs, one request per file: POST /v1/profiles/{name}/runs."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -133,6 +139,7 @@ def profile_upload(
             ("nodes", nodes),
             ("backend", backend),
             ("dtype", dtype),
+            ("label", label),
         )
         if v is not None
     }
@@ -162,6 +169,65 @@ def profile_upload(
             progress.advance(task)
     for line in summaries:
         typer.echo(line)
+
+
+@app.command("uploads")
+def profile_uploads(
+    ctx: typer.Context,
+    name: NameArg,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Uploads per page.")] = 100,
+    offset: Annotated[int, typer.Option(min=0, help="First upload of the page.")] = 0,
+    output_format: FormatOpt = OutputFormat.TABLE,
+) -> None:
+    """A profile's uploads (file, label, flags, disabled): GET /v1/profiles/{name}/uploads."""
+    with open_client(options(ctx)) as client:
+        result = client.list_uploads(name, limit=limit, offset=offset)
+    if output_format is OutputFormat.JSON:
+        emit_json(result)
+        return
+    from api.cli.tables import rows_table, stdout_console
+
+    rows = [
+        {
+            "id": u.get("id"),
+            "file": u.get("filename"),
+            "label": u.get("label"),
+            "runs": u.get("run_count"),
+            "disabled": u.get("disabled"),
+            "flags": ", ".join(f.get("code", "") for f in u.get("flags") or []) or None,
+            "created_at": u.get("created_at"),
+        }
+        for u in result.get("uploads") or []
+        if isinstance(u, Mapping)
+    ]
+    shown = f"{offset + 1}-{offset + len(rows)} of {result.get('total')}" if rows else "none"
+    stdout_console().print(rows_table(f"Uploads of {name} ({shown})", rows))
+
+
+UploadIdArg = Annotated[int, typer.Argument(min=1, help="Upload id (see profile uploads).")]
+
+
+@app.command("upload-remove")
+def profile_upload_remove(ctx: typer.Context, name: NameArg, upload_id: UploadIdArg) -> None:
+    """Delete an upload and its runs: DELETE /v1/profiles/{name}/uploads/{id}."""
+    with open_client(options(ctx)) as client:
+        client.remove_upload(name, upload_id)
+    typer.echo(f"removed upload {upload_id} of profile {name}")
+
+
+@app.command("upload-disable")
+def profile_upload_disable(
+    ctx: typer.Context,
+    name: NameArg,
+    upload_id: UploadIdArg,
+    enable: Annotated[bool, typer.Option("--enable", help="Enable it again instead.")] = False,
+) -> None:
+    """Stop an upload's runs answering (or, with --enable, let them answer again):
+    PATCH /v1/profiles/{name}/uploads/{id}."""
+    with open_client(options(ctx)) as client:
+        result = client.set_upload_disabled(name, upload_id, disabled=not enable)
+    state = "disabled" if result.get("disabled") else "enabled"
+    typer.echo(f"upload {upload_id} of profile {name}: {state}")
 
 
 #: What ``profile upload-log`` gives with options of its own; ``--set`` gives the other query
