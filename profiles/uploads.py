@@ -30,7 +30,7 @@ from profiles.models import FILENAME_LENGTH, LABEL_LENGTH, NAME_LENGTH
 from profiles.nominal import HARDWARE_MARGIN, family_spec, gpu_family, hardware_limit_gbps
 from profiles.parsed import ParsedPoint, ParsedRun
 
-CONTENT_FORMAT = "commest-content-1"  # frozen copy in migration 2026_11_22_0002
+CONTENT_FORMAT = "commest-content-1"  # frozen copy in migration 2026_11_22_0004
 _STRING_LIMITS = {
     "collective": 32,
     "tool": 32,

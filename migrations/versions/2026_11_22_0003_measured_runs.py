@@ -1,7 +1,7 @@
 """Measured runs: training runs of a profile's cluster read from their logs (for calibration).
 
 Revision ID: 2026_11_22_0003
-Revises: 2026_11_22_0004
+Revises: 2026_11_22_0002
 Create Date: 2026-11-22 12:00:00 UTC
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "2026_11_22_0003"
-down_revision: str | Sequence[str] | None = "2026_11_22_0004"
+down_revision: str | Sequence[str] | None = "2026_11_22_0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

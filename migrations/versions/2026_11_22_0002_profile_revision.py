@@ -4,7 +4,7 @@ Caches of what is derived from a profile are keyed by (profile id, revision), a 
 repeats (ids do: SQLite reuses the rowid of a deleted newest row). Every existing profile gets
 a token of its own.
 
-Revision ID: 2026_11_22_0004
+Revision ID: 2026_11_22_0002
 Revises: 2026_11_21_0001
 Create Date: 2026-11-22 09:00:00 UTC
 """
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "2026_11_22_0004"
+revision: str = "2026_11_22_0002"
 down_revision: str | Sequence[str] | None = "2026_11_21_0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

@@ -13,7 +13,7 @@
 Downgrade drops all of it; uploads whose bytes repeat an earlier upload's (possible once
 idempotency is on content) are deleted so the old unique (profile_id, sha256) can return.
 
-Revision ID: 2026_11_22_0002
+Revision ID: 2026_11_22_0004
 Revises: 2026_11_22_0003
 Create Date: 2026-11-22 10:00:00 UTC
 """
@@ -28,7 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "2026_11_22_0002"
+revision: str = "2026_11_22_0004"
 down_revision: str | Sequence[str] | None = "2026_11_22_0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
