@@ -24,7 +24,7 @@ from estimator.traffic import (
 
 @dataclass(frozen=True, slots=True)
 class Breakdown:
-    """Exposed seconds per named term; the iteration time is their sum (DESIGN.md §4)."""
+    """Exposed seconds per named term; the iteration time is their sum (docs/design.md §4)."""
 
     compute_s: float
     tp_s: float
@@ -301,7 +301,8 @@ def assumptions(scenario: Scenario) -> list[str]:
     out: list[str] = []
     if scenario.fidelity is Fidelity.PAPER:
         out += [
-            "fidelity=paper: the seed's formulation (DESIGN.md §4) with scalar u and C: "
+            "fidelity=paper: the seed's formulation (Li et al., APNet 2024; docs/design.md "
+            "§4.2) with scalar u and C: "
             "FLOP_mb = 8·N·b·s/(p·t) with full recompute, 6 otherwise",
             "N from Megatron-LM eq. 2" if model.num_parameters is None else "N as given",
             "TP: 4 all-reduces of β·b·s·h per layer and micro-batch; PP: 2 sends of β·b·s·h "
@@ -464,7 +465,7 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
 
 
 def traffic_loads(result: Estimate) -> list[CollectiveLoad]:
-    """The estimate's collectives as loads for the traffic matrix (DESIGN.md §5).
+    """The estimate's collectives as loads for the traffic matrix (docs/design.md §5).
 
     Every GPU is given the critical stage's loads; PP sends are split into the two
     directions (activations forward, gradients backward).

@@ -5,7 +5,8 @@ sweep), so both paths agree to the last bit. Branches that depend on the layout 
 as arithmetic on 0/1 flags (``_where``/``_max`` dispatch on the type), never as Python ``if``
 on a layout value.
 
-Sources: the seed's formulation (004_23e0e749fadb8d68.txt), DESIGN.md §4; Megatron-LM SC21
+Sources: the seed's formulation (Li et al., "Understanding Communication Characteristics of
+Distributed Training", APNet 2024; docs/design.md §4.2); Megatron-LM SC21
 (Narayanan et al. 2021) §2-3 and eqs. 2-3; Korthikanti et al. 2022 (sequence parallelism,
 selective recompute, activation memory, Table 2).
 """
@@ -203,7 +204,7 @@ def evaluate(
 ) -> KernelResult:
     """All terms of the iteration time for the layouts in ``lay`` (scalars or arrays).
 
-    ``paper`` fidelity is the seed's formulation exactly (DESIGN.md §4); ``detailed`` prices
+    ``paper`` fidelity is the seed's formulation exactly (docs/design.md §4.2); ``detailed`` prices
     every operation and collective of the pipeline's stages (see :func:`_detailed`).
     """
     ctx = _Context.make(model, training, lay, gpus_per_node, rank_order)
@@ -326,7 +327,7 @@ class _Context:
             beta=float(training.activation_bytes),
             beta_g=float(training.grad_bytes),
             gb=float(training.global_batch_size),
-            m=float(training.global_batch_size) / (b * d),  # DESIGN.md §2
+            m=float(training.global_batch_size) / (b * d),  # docs/design.md §3
             has_pp=_gt(p, 1.0),
             nodes_tp=nodes_spanned(t, stride["tp"], g),
             nodes_cp=nodes_cp,
@@ -422,7 +423,7 @@ def _any(x: Num) -> bool:
 def _paper(
     ctx: _Context, peak_flops: float, utilization: Num, bandwidth: BandwidthProvider
 ) -> KernelResult:
-    """The seed's formulation (DESIGN.md §4), unchanged: scalar u, one C per kind."""
+    """The seed's formulation (docs/design.md §4), unchanged: scalar u, one C per kind."""
     model, lay = ctx.model, ctx.lay
     p, t, d, b, v = lay.p, lay.t, lay.d, lay.b, lay.v
     n_params = (

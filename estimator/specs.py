@@ -1,6 +1,6 @@
 """Typed inputs of the engine: model, training, layout, cluster; validated on construction.
 
-Symbols follow DESIGN.md §2. Every rule failure raises ``LayoutError``/``ValidationError``
+Symbols follow docs/design.md §3. Every rule failure raises ``LayoutError``/``ValidationError``
 naming the field, the value and the rule; nothing is rounded or fixed silently.
 """
 
@@ -429,7 +429,7 @@ class Scenario:
 
     @property
     def micro_batches(self) -> int:
-        """m = gb / (b · d) (DESIGN.md §2)."""
+        """m = gb / (b · d) (docs/design.md §3)."""
         return self.training.global_batch_size // (
             self.training.micro_batch_size * self.layout.data
         )

@@ -151,7 +151,7 @@ def enumerate_layouts(
     max_tensor: int | None = None,
     max_layouts: int = 2_000_000,
 ) -> LayoutArrays:
-    """Every layout of ``gpus`` GPUs that DESIGN.md §2's rules admit (cp = ep = 1)."""
+    """Every layout of ``gpus`` GPUs that docs/design.md §3's rules admit (cp = ep = 1)."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
         raise ValidationError("gpus", gpus, "must be a whole number > 0")
     gb = training.global_batch_size

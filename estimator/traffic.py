@@ -1,4 +1,4 @@
-"""The GPU-to-GPU traffic matrix of one training iteration (DESIGN.md §5).
+"""The GPU-to-GPU traffic matrix of one training iteration (docs/design.md §5).
 
 A :class:`Placement` maps the logical coordinates (tp, cp, dp, pp) of a layout onto global
 ranks; a list of :class:`CollectiveLoad` says which collectives run per iteration;
@@ -458,7 +458,7 @@ def traffic_matrix(
     loads: Sequence[CollectiveLoad],
     algorithm: Algorithm = Algorithm.RING,
 ) -> SparseTraffic:
-    """Bytes per iteration between every pair of GPUs, by kind of traffic (DESIGN.md §5)."""
+    """Bytes per iteration between every pair of GPUs, by kind of traffic (docs/design.md §5)."""
     algorithm = Algorithm(algorithm)
     # Per kind, the bytes per pair of each pattern; loads of one pattern share their pairs.
     ring: dict[TrafficKind, float] = {}

@@ -1,4 +1,4 @@
-"""Formula tests (hand-computed from DESIGN.md §4) and golden tests (published figures)."""
+"""Formula tests (hand-computed from docs/design.md §4.2) and golden tests (published figures)."""
 
 import math
 
