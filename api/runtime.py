@@ -25,7 +25,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.caches import ProfileSource, ProviderCache, SnapshotCache
 from api.settings import Settings
 from api.tokens import load_or_create_token
-from estimator.errors import UnavailableError
+from estimator.errors import NotFoundError, UnavailableError
+from profiles import repository
 from profiles.db import (
     SQLITE_BUSY_TIMEOUT_S,
     change_signal,
@@ -101,14 +102,35 @@ class Runtime:
                     self._use(make_engine(self.url))
                 with self.sessions() as session, session.begin():
                     inserted = ensure_nominal_profiles(session=session)
+                refreshed = self._refresh_stale_curves()
             except SQLAlchemyError as exc:
                 raise UnavailableError(
                     f"the database is not reachable ({type(exc).__name__}); retry later"
                 ) from exc
             if inserted:
                 log.info("inserted nominal profiles: %s", ", ".join(inserted))
+            if refreshed:
+                log.info("rebuilt placement curves of: %s", ", ".join(refreshed))
             self.inserted = inserted
             self._started = True
+
+    def _refresh_stale_curves(self) -> list[str]:
+        """Rebuild placement curves left missing or stale by an upgrade, one profile per write.
+
+        Without this, a profile stored before the curves existed answers from all its runs on
+        every read until its next upload (docs/design.md §6).
+        """
+        with self.sessions() as session, session.begin():
+            names = repository.stale_curve_profiles(session=session)
+        refreshed: list[str] = []
+        for name in names:
+            try:
+                with self.sessions() as session, session.begin():
+                    if repository.refresh_curves(session=session, profile_name=name):
+                        refreshed.append(name)
+            except NotFoundError:  # deleted meanwhile by another process
+                continue
+        return refreshed
 
     def token(self) -> bytes:
         """The bearer token (loaded or generated on first use)."""

@@ -930,11 +930,29 @@ def _rebuild_curves(
     session.flush()
 
 
-def refresh_curves(*, session: Session, profile_name: str) -> None:
-    """Rebuild a profile's placement curves from its runs (after a format change)."""
+def refresh_curves(*, session: Session, profile_name: str) -> bool:
+    """Rebuild a profile's placement curves from its runs if their format is stale.
+
+    Returns whether it rebuilt them: another process may have done it first (the row lock
+    serialises the check and the rebuild).
+    """
     profile = _locked_profile(session, profile_name)
+    if profile.curves_format == ENVELOPE_FORMAT:
+        return False
     _rebuild_curves(session, profile, None)
     bump_profile(session=session, profile=profile)
+    return True
+
+
+def stale_curve_profiles(*, session: Session) -> list[str]:
+    """Names of the profiles whose stored placement curves are missing or of an older format.
+
+    Such a profile still answers (from its runs), but slowly; ``refresh_curves`` fixes it.
+    """
+    stale = select(Profile.name).where(
+        or_(Profile.curves_format.is_(None), Profile.curves_format != ENVELOPE_FORMAT)
+    )
+    return list(session.scalars(stale.order_by(Profile.name)))
 
 
 def _nominal_for(row: Any) -> tuple[CurveSet | None, str | None, str | None]:

@@ -15,16 +15,8 @@ from sqlalchemy import create_engine, text
 from api.runtime import Runtime
 from api.settings import Settings
 from profiles.repository import stale_curve_profiles
-from tests.api.conftest import AUTH, fixture_text, make_client
-
-OKE = fixture_text("nccl_all_reduce_16gpu_2node_a100_oke.txt")
-A100 = {
-    "name": "a100",
-    "gpu_model": "A100-SXM4-40GB",
-    "gpus_per_node": 8,
-    "peak_tflops": 312,
-    "utilization": 0.5,
-}
+from tests.api.conftest import AUTH, make_client
+from tests.api.test_uploads import A100, OKE
 
 
 def _bandwidth(client: TestClient, size: float) -> dict[str, Any]:
