@@ -299,7 +299,7 @@ def timeline(scenario: Scenario, *, shown: int = DEFAULT_SHOWN) -> Timeline:
     k = run_kernel(scenario)
     stages = stage_times(k, p)
     period = max(st.total_s for st in stages)
-    lanes = _schedule(stages, run, v)
+    run, lanes, steady = _steady_run(stages, m, v, run, period)
 
     elided = m - run
     shift = elided * period
@@ -344,8 +344,50 @@ def timeline(scenario: Scenario, *, shown: int = DEFAULT_SHOWN) -> Timeline:
         stages=stages,
         events=events,
         assumptions=notes,
-        warnings=list(scenario.warnings) + _agreement_warning(makespan, float(k.pipeline_s)),
+        warnings=list(scenario.warnings)
+        + _agreement_warning(makespan, float(k.pipeline_s))
+        + (
+            []
+            if steady
+            else [
+                "the schedule of the shown micro-batches had not settled into its steady state: "
+                "the times after the elided micro-batches are approximate (ask for more "
+                "max_microbatches_shown)"
+            ]
+        ),
     )
+
+
+def _steady_run(
+    stages: list[StageTimes], m: int, v: int, run: int, period: float
+) -> tuple[int, list[list[_Op]], bool]:
+    """The schedule of ``run`` micro-batches (doubled while the cap allows until its second half
+    is periodic: p more micro-batches move every op after the cut by exactly p periods), and
+    whether that was verified (unequal stages can take longer to settle)."""
+    p = len(stages)
+    while True:
+        lanes = _schedule(stages, run, v)
+        if run >= m:
+            return run, lanes, True
+        step = p if run + p <= m else m - run
+        longer = _schedule(stages, run + step, v)
+        if _repeats(lanes, longer, step * v, step * period):
+            return run, lanes, True
+        bigger = -(-2 * run // p) * p
+        if bigger >= m or 2 * p * v * bigger > MAX_SIMULATED_OPS:
+            return run, lanes, False
+        run = bigger
+
+
+def _repeats(short: list[list[_Op]], long: list[list[_Op]], ops: int, seconds: float) -> bool:
+    """Every op after the cut of ``short`` recurs ``2·ops`` later in ``long``, ``seconds`` later."""
+    end = max(lane[-1].end for lane in long)
+    tol = EXACT_TOLERANCE * end
+    for a, b in zip(short, long, strict=True):
+        for i in range(_cut_index(a), len(a)):
+            if abs(a[i].start + seconds - b[i + 2 * ops].start) > tol:
+                return False
+    return True
 
 
 def _cut_index(lane: list[_Op]) -> int:
