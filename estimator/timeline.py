@@ -403,11 +403,12 @@ def _cut_index(lane: list[_Op]) -> int:
 
 
 def _with_idle(events: list[Event], p: int, *, elided_s: float) -> list[Event]:
-    """Every lane's events in time order, with its gaps as idle events (the elided stretch
-    itself excepted)."""
+    """Every lane's events in time order, with its gaps (and its wait for the last stage to
+    finish) as idle events; the elided stretch itself is not idle."""
     by_lane: list[list[Event]] = [[] for _ in range(p)]
     for e in events:
         by_lane[e.stage].append(e)
+    finish = max((e.end_s for e in events), default=0.0)
     out: list[Event] = []
     for s, lane in enumerate(by_lane):
         lane.sort(key=lambda e: (e.start_s, e.end_s))
@@ -421,6 +422,8 @@ def _with_idle(events: list[Event], p: int, *, elided_s: float) -> list[Event]:
                 out.append(Event(s, "idle", None, None, t, e.start_s, e.after_gap))
             out.append(e)
             t = max(t, e.end_s)
+        if lane and finish - t > _MIN_EVENT * max(finish, 1.0):  # done before the others
+            out.append(Event(s, "idle", None, None, t, finish, lane[-1].after_gap))
     return out
 
 
