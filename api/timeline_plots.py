@@ -41,7 +41,8 @@ def _render(fig: Any, fmt: Literal["png", "svg"]) -> bytes:
     buffer = io.BytesIO()
     if fmt == "svg":
         with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "commest"}):
-            FigureCanvasSVG(fig).print_svg(buffer)  # type: ignore[no-untyped-call]
+            # no date in the metadata: the same timeline gives the same bytes
+            FigureCanvasSVG(fig).print_svg(buffer, metadata={"Date": None})  # type: ignore[no-untyped-call]
     else:
         FigureCanvasAgg(fig).print_png(buffer)  # type: ignore[no-untyped-call]
     return buffer.getvalue()
