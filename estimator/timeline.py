@@ -21,7 +21,7 @@ and the micro-batches in between are elided.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from estimator.engine import assumptions as engine_assumptions
 from estimator.engine import run_kernel
@@ -57,9 +57,9 @@ EXACT_TOLERANCE = 1e-9
 _MIN_EVENT = 1e-12
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One block of a stage's lane; ``microbatch``/``chunk`` are None for iteration-level work."""
+class Event(NamedTuple):
+    """One block of a stage's lane; ``microbatch``/``chunk`` are None for iteration-level work.
+    (A named tuple: a timeline has tens of thousands, and a tuple is the cheapest to make.)"""
 
     stage: int
     kind: EventKind
@@ -261,12 +261,12 @@ def _op_events(s: int, op: _Op, st: StageTimes, v: int, shift: float, gap: bool)
         ]
     parts.append(("pp_comm", st.pp_s / 2.0 / v))
     events: list[Event] = []
-    t = op.start
+    t = op.start + shift
+    mb, chunk = op.mb, op.chunk
     for kind, seconds in parts:
-        if seconds <= 0.0:
-            continue
-        events.append(Event(s, kind, op.mb, op.chunk, t + shift, t + seconds + shift, gap))
-        t += seconds
+        if seconds > 0.0:
+            events.append(Event(s, kind, mb, chunk, t, t + seconds, gap))
+            t += seconds
     return events
 
 
@@ -411,7 +411,7 @@ def _with_idle(events: list[Event], p: int, *, elided_s: float) -> list[Event]:
     finish = max((e.end_s for e in events), default=0.0)
     out: list[Event] = []
     for s, lane in enumerate(by_lane):
-        lane.sort(key=lambda e: (e.start_s, e.end_s))
+        # already in time order: a lane's ops are scheduled in order, its tail comes last
         t = 0.0
         crossed = False
         for e in lane:
