@@ -1291,3 +1291,66 @@ class TrainingLogResponse(MeasuredRunRead):
 class MeasuredRunsPage(_Out):
     runs: list[MeasuredRunRead]
     count: int
+
+
+# --- timelines (POST /v1/timelines) -----------------------------------------------------------
+
+from estimator.timeline import DEFAULT_SHOWN, MAX_SHOWN  # noqa: E402
+
+
+class TimelineRequest(EstimateRequest):
+    """POST /v1/timelines: an estimate request plus the timeline's form."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{**EXAMPLE_ESTIMATE, "format": "json"}]},
+    )
+
+    format: Literal["json", "png", "svg"] = "json"
+    max_microbatches_shown: int = Field(
+        DEFAULT_SHOWN,
+        ge=1,
+        le=MAX_SHOWN,
+        description="micro-batches scheduled and drawn (at least 2·pipeline); with more, the "
+        "first and last ones are shown and the steady state between them elided",
+    )
+
+
+@with_config(ConfigDict(extra="forbid", allow_inf_nan=False))
+class TimelineEventOut(TypedDict):
+    """One block of a stage's lane. ``microbatch``/``chunk`` are null for iteration-level work
+    (gradient reduction, optimizer step) and idle gaps. A typed dict: a timeline has thousands."""
+
+    stage: int
+    kind: Literal[
+        "forward", "backward", "recompute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "idle"
+    ]
+    microbatch: int | None
+    chunk: int | None
+    start_s: float
+    end_s: float
+    after_gap: bool
+
+
+class TimelineResponse(_Out):
+    """POST /v1/timelines with ``format: json``: every stage's schedule of one iteration."""
+
+    schedule: Literal["1f1b", "interleaved"]
+    pipeline_stages: int
+    microbatches: int
+    virtual_stages: int
+    iteration_time_s: float = Field(description="the engine's (as POST /v1/estimates)")
+    makespan_s: float = Field(description="first forward to last backward on this schedule")
+    engine_pipeline_s: float = Field(description="the engine's m·T + bubble")
+    period_s: float = Field(description="T: the slowest stage's time per micro-batch")
+    bubble_s: float = Field(description="makespan − m·T")
+    bubble_ratio: float = Field(description="bubble_s / iteration_time_s")
+    truncated: bool = Field(description="some micro-batches are elided")
+    elided_microbatches: int
+    elided_s: float = Field(
+        description="time the elided micro-batches take: events with after_gap are drawn this "
+        "much earlier to close the gap"
+    )
+    events: list[TimelineEventOut]
+    assumptions: list[str]
+    warnings: list[str]

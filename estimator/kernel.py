@@ -156,6 +156,14 @@ class KernelResult:
     dense_gpu_parameters: Num = 0.0
     expert_gpu_parameters: Num = 0.0
     memory: dict[str, Num] = field(default_factory=dict)
+    # Per micro-batch seconds of the first, middle and last pipeline stage ("compute", "tp",
+    # "cp", "pp", "expert", "dp", "total"), the pipeline's share of the iteration
+    # (m·T + bubble) and the weights that split a stage's compute and exposed TP time into
+    # (forward, recompute, backward): what the timeline (estimator.timeline) draws.
+    stages: dict[str, dict[str, Num]] = field(default_factory=dict)
+    pipeline_s: Num = 0.0
+    compute_split: tuple[Num, Num, Num] = (1.0, 0.0, 2.0)
+    tp_split: tuple[Num, Num, Num] = (1.0, 0.0, 1.0)
 
     @property
     def iteration_s(self) -> Num:
@@ -476,6 +484,15 @@ def _paper(
         "expert": m * zero,
     }
     gpu_params = n_params / (p * t)
+    uniform: dict[str, Num] = {
+        "compute": compute_mb,
+        "tp": tp_mb,
+        "cp": zero,
+        "pp": pp_mb,
+        "expert": zero,
+        "dp": zero,
+        "total": compute_mb + tp_mb + pp_mb,
+    }
     return KernelResult(
         terms=terms,
         link_s=link_s,
@@ -490,6 +507,12 @@ def _paper(
         hardware_flops=0.0,
         dense_gpu_parameters=gpu_params,
         expert_gpu_parameters=0.0 * p,
+        stages={"first": uniform, "mid": uniform, "last": uniform},
+        pipeline_s=m * uniform["total"] + terms["bubble"],
+        # FLOPs forward 2, replay 2 (full recompute), backward 4 (SC21 eq. 3); the seed's 4
+        # TP all-reduces per layer: 2 forward, 2 backward (SC21 §2.3)
+        compute_split=(2.0, 2.0 * ctx.full, 4.0),
+        tp_split=(2.0, 0.0 * p, 2.0),
     )
 
 
@@ -1026,6 +1049,11 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         hardware_flops=0.0,
         dense_gpu_parameters=dense_gpu,
         expert_gpu_parameters=expert_gpu,
+        stages={"first": first, "mid": mid, "last": last},
+        pipeline_s=m * period + terms["bubble"],
+        compute_split=(layer_fwd, layer_replay, layer_bwd),
+        # 2 TP collectives forward, 2 more in a full replay, 2 backward (SC21 §2.3)
+        tp_split=(2.0 + 0.0 * p, 2.0 * full, 2.0 + 0.0 * p),
     )
 
 

@@ -106,6 +106,10 @@ class Client(ABC):
         """POST /v1/traffic-matrices: the body as sent (JSON, CSV or PNG bytes)."""
 
     @abstractmethod
+    def timeline(self, body: Mapping[str, Any]) -> bytes:
+        """POST /v1/timelines: the body as sent (JSON, PNG or SVG bytes)."""
+
+    @abstractmethod
     def bandwidth(self, profile: str, params: Mapping[str, Any]) -> Any:
         """GET /v1/profiles/{profile}/bandwidth?op=&ranks=&nodes=&bytes=."""
 

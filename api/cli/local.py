@@ -201,6 +201,21 @@ class LocalClient(Client):
 
         return self.call("POST /v1/traffic-matrices", work)
 
+    def timeline(self, body: Mapping[str, Any]) -> bytes:
+        from api.schemas import TimelineRequest
+        from api.services import timelines
+
+        request = _validated(TimelineRequest, body, "body")
+
+        def work() -> bytes:
+            answer = timelines.create_timeline(request=request, profiles=self.profiles())
+            if request.format in ("png", "svg"):
+                return timelines.timeline_picture(answer=answer, fmt=request.format)
+            response = timelines.timeline_response(answer=answer)
+            return response.model_dump_json(by_alias=True).encode()
+
+        return self.call("POST /v1/timelines", work)
+
     def bandwidth(self, profile: str, params: Mapping[str, Any]) -> Any:
         from api.schemas import BandwidthQuery
         from api.services import runs

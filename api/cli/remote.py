@@ -85,6 +85,9 @@ class HttpClient(Client):
     def traffic_matrix(self, body: Mapping[str, Any]) -> bytes:
         return self.send("POST", "/v1/traffic-matrices", json_body=body).content
 
+    def timeline(self, body: Mapping[str, Any]) -> bytes:
+        return self.send("POST", "/v1/timelines", json_body=body).content
+
     def bandwidth(self, profile: str, params: Mapping[str, Any]) -> Any:
         return self.json("GET", f"/v1/profiles/{segment(profile)}/bandwidth", params=params)
 

@@ -15,6 +15,7 @@ from api.routes import (
     presets,
     profiles,
     runs,
+    timelines,
     training_logs,
     uploads,
 )
@@ -32,4 +33,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     training_logs.router,
     calibrations.router,
     presets.router,
+    timelines.router,
 )

@@ -475,6 +475,26 @@ def test_matrix_png_goes_to_stdout_when_it_is_not_a_terminal(env: Path, tmp_path
     assert result.stdout_bytes[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_timeline_json_table_and_pictures(env: Path, tmp_path: Path) -> None:
+    request = write_json(tmp_path / "small.json", SMALL_REQUEST)
+    result = run("timeline", "--request", request)
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["schedule"] == "1f1b" and body["pipeline_stages"] == 2
+    assert {e["stage"] for e in body["events"]} == {0, 1}
+    table = run("timeline", "--request", request, "--format", "table")
+    assert table.exit_code == 0, table.stderr
+    assert "pp_comm_ms" in table.stdout and "bubble_ratio" in table.stdout
+    out = tmp_path / "t.svg"
+    svg = run("timeline", "--request", request, "--format", "svg", "--output", str(out))
+    assert svg.exit_code == 0, svg.stderr
+    assert out.read_bytes().lstrip().startswith(b"<?xml")
+    png = run("timeline", "--request", request, "--format", "png")
+    assert png.exit_code == 0 and png.stdout_bytes[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = run("timeline", "--request", request, "--max-microbatches-shown", "0")
+    assert bad.exit_code == 2 and "max_microbatches_shown" in bad.stderr
+
+
 def test_megatron_args_take_the_cluster_from_a_request_file(env: Path, tmp_path: Path) -> None:
     cluster_only = {"cluster": {"profile": "dgx-h100-nominal"}, "fidelity": "paper"}
     result = run(
@@ -892,6 +912,10 @@ def test_every_verb_answers_locally_as_the_server_does(
         ("matrix", "--request", small, "--format", "json", "--level", "node"),
         ("matrix", "--request", small, "--format", "png"),
         ("matrix", "--request", small, "--format", "svg"),  # 422: not a format
+        ("timeline", "--request", small),
+        ("timeline", "--request", small, "--format", "table", "--max-microbatches-shown", "4"),
+        ("timeline", "--request", small, "--format", "svg"),
+        ("timeline", "--request", small, "--format", "gif"),  # 422: not a format
         (
             "bandwidth",
             "--profile",

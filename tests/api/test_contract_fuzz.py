@@ -92,6 +92,11 @@ VALID: dict[str, list[dict[str, Any]]] = {
         {"body": {**SMALL, "format": fmt, "level": level}}
         for fmt, level in [("json", "gpu"), ("csv", "gpu"), ("png", "node")]
     ],
+    "POST /v1/timelines": [
+        {"body": {**SMALL, "format": "json"}},
+        {"body": {**SMALL, "layout": {"pipeline": 2, "tensor": 4, "data": 1}, "format": "svg"}},
+        {"body": {**SMALL, "max_microbatches_shown": 2, "format": "png"}},
+    ],
     "POST /v1/plans": [
         {
             "body": {

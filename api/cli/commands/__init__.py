@@ -50,6 +50,10 @@ VERBS: dict[str, Verb] = {
         "matrix",
         "Traffic matrix (bytes per iteration, GPU or node level): POST /v1/traffic-matrices.",
     ),
+    "timeline": Verb(
+        "timeline",
+        "Schedule of one iteration per pipeline stage: POST /v1/timelines.",
+    ),
     "plan": Verb("plan", "Rank every valid layout for a GPU count: POST /v1/plans."),
     "check": Verb(
         "check", "CI gate: exit 0 when the iteration fits the budget/baseline, 1 when it does not."
