@@ -141,6 +141,11 @@ EXAMPLE_FRAMEWORK: dict[str, Any] = {
     "fidelity": "detailed",
 }
 
+#: Fraction of GPU memory a check or plan keeps free by default (docs/design.md, "Memory
+#: headroom"): the caching allocator's fragmentation, NCCL's buffers and the CUDA context.
+DEFAULT_MEMORY_HEADROOM = 0.10
+#: Iteration times within this fraction of each other are one group of a plan (a tie).
+DEFAULT_TIE_TOLERANCE = 0.03
 MAX_COUNT = 2**31 - 1  # what every database stores as an integer
 MAX_FLOAT = 1e15  # far beyond any figure the API takes, far below overflow
 MAX_GPU_MEMORY_GB = 1e6  # a stored profile keeps bytes in a 64-bit integer
@@ -496,6 +501,27 @@ class CheckRequest(EstimateRequest):
     baseline: Name | None = None
     tolerance: float | None = Field(
         None, ge=0, le=MAX_FLOAT, description="fraction over the baseline allowed (default 0.05)"
+    )
+    memory_headroom: float = Field(
+        DEFAULT_MEMORY_HEADROOM,
+        ge=0,
+        lt=1,
+        description="fraction of GPU memory kept free (allocator fragmentation, NCCL buffers, "
+        "CUDA context; docs/design.md): the layout must fit in (1 - headroom) of the capacity",
+    )
+    allow_memory_overflow: bool = Field(
+        False,
+        description="true: a layout over the usable GPU memory does not fail the check "
+        "(the memory comparison is still reported)",
+    )
+    max_communication_ratio: float | None = Field(
+        None, ge=0, le=1, description="fail when the exposed communication share is above this"
+    )
+    max_bubble_ratio: float | None = Field(
+        None, ge=0, le=1, description="fail when the pipeline bubble share is above this"
+    )
+    min_mfu: float | None = Field(
+        None, gt=0, le=1, description="fail when the model FLOPs utilization is below this"
     )
 
 
@@ -959,6 +985,31 @@ class BaselineHeld(BaselineRead):
     tolerance: float
 
 
+class CheckComparisonOut(_Out):
+    """One comparison a check made: ``value`` against ``limit`` by ``relation``."""
+
+    name: Literal["iteration_time_s", "memory_bytes", "communication_ratio", "bubble_ratio", "mfu"]
+    value: float
+    limit: float | None = Field(description="null: nothing to compare against (unknown capacity)")
+    relation: Literal["<=", ">="]
+    passed: bool | None = Field(description="null when the limit is unknown")
+    enforced: bool = Field(
+        description="false: reported only (memory with allow_memory_overflow, unknown capacity)"
+    )
+    detail: str
+
+
+class CheckMemoryOut(_Out):
+    """The memory side of a check: the per-GPU total against the capacity less the headroom."""
+
+    total_bytes: float
+    capacity_bytes: float | None
+    memory_headroom: float
+    usable_bytes: float | None
+    fits: bool | None
+    allow_memory_overflow: bool
+
+
 class CheckResponse(_Out):
     """POST /v1/checks."""
 
@@ -970,6 +1021,11 @@ class CheckResponse(_Out):
     margin_pct: float
     baseline: BaselineHeld | None
     estimate: EstimateResponse
+    memory: CheckMemoryOut
+    comparisons: list[CheckComparisonOut] = Field(
+        description="every comparison made: the time criterion, memory, then each threshold given"
+    )
+    reasons: list[str] = Field(description="why the check failed, one line per failed comparison")
 
 
 def _text(value: Any) -> Any:
