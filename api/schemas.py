@@ -416,10 +416,38 @@ class PlanConstraints(_In):
     max_tensor: int | None = Field(None, ge=1, le=MAX_COUNT)
     micro_batch_sizes: list[Count] | None = Field(None, min_length=1, max_length=64)
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(None, min_length=1)
-    recompute: list[Recompute] | None = Field(None, min_length=1)
+    recompute: list[Recompute] | None = Field(
+        None,
+        min_length=1,
+        description="recompute modes to sweep (default: all three, or training.recompute)",
+    )
     sequence_parallel: list[bool] | None = Field(None, min_length=1)
     max_virtual_stages: int = Field(8, ge=1, le=64)
     drop_infeasible: bool = False
+    memory_headroom: float = Field(
+        DEFAULT_MEMORY_HEADROOM,
+        ge=0,
+        lt=1,
+        description="fraction of GPU memory kept free: a layout fits when its memory is within "
+        "(1 - headroom) of the capacity (docs/design.md, Memory headroom)",
+    )
+    tensor_within_node: bool = Field(
+        False, description="only layouts whose tensor size divides the GPUs per node"
+    )
+    precision: list[Precision] | None = Field(
+        None,
+        min_length=1,
+        max_length=len(Precision),
+        description="precisions to sweep (default: training.precision); each layout names its own",
+    )
+    context_parallel: list[Annotated[int, Field(ge=1, le=MAX_COUNT)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=16,
+        description="context-parallel sizes to sweep; default: 1, plus the powers of two that "
+        "divide gpus and keep >= 4096 tokens per rank when seq_length >= 16384 (detailed "
+        "fidelity; docs/design.md, Planner candidates)",
+    )
 
 
 class PlanRequest(PlanConstraints):
@@ -458,6 +486,13 @@ class PlanRequest(PlanConstraints):
     fidelity: Fidelity = Fidelity.DETAILED
     gpus: int = Field(gt=0, le=MAX_COUNT)
     top_k: int = Field(10, ge=1, le=10_000)
+    tie_tolerance: float = Field(
+        DEFAULT_TIE_TOLERANCE,
+        ge=0,
+        le=1,
+        description="layouts within this fraction of a group's fastest time are one group, "
+        "ranked by t within a node, then fewer communication seconds",
+    )
     constraints: PlanConstraints | None = Field(
         None,
         description="the constraints grouped; the server moves them to the top level",
@@ -942,6 +977,8 @@ class PlanLayoutOut(_LayoutShape, _Out):
 
     micro_batch_size: int
     recompute: Recompute
+    context_parallel: int = 1
+    precision: Precision = Precision.FP16
 
 
 class PlanEntryOut(_Out):
@@ -951,7 +988,14 @@ class PlanEntryOut(_Out):
     breakdown_s: dict[str, float]
     micro_batches: int
     memory_bytes: float
-    fits: bool | None
+    fits: bool | None = Field(description="memory within (1 - memory_headroom) of the GPU's")
+    group: int = Field(
+        1, description="tie group (1 = the fastest): iteration times within tie_tolerance"
+    )
+    communication_s: float = Field(
+        0.0, description="exposed communication seconds (breakdown less compute, bubble, optimizer)"
+    )
+    tensor_within_node: bool = Field(True, description="t divides the GPUs per node")
 
 
 class PlanResponse(_Out):
@@ -964,6 +1008,14 @@ class PlanResponse(_Out):
     cluster: ClusterOut
     assumptions: list[str]
     warnings: list[str]
+    memory_headroom: float = DEFAULT_MEMORY_HEADROOM
+    usable_memory_bytes: float | None = Field(
+        None, description="GPU memory a layout may use: capacity·(1 - memory_headroom)"
+    )
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
+    context_parallel: list[int] = Field(
+        default_factory=lambda: [1], description="the context-parallel sizes swept"
+    )
 
 
 class BaselineRead(_Out):
