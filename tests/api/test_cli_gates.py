@@ -208,3 +208,67 @@ def test_check_writes_junit_for_an_unreadable_request(env: Path, tmp_path: Path)
     assert error is not None and "cannot read" in error.get("message", "")
     case = suite.find("testcase")
     assert case is not None and case.get("name") == "missing"
+
+
+# --------------------------------------------------------------------------- plan
+
+PLAN_REQUEST: dict[str, Any] = {
+    "model": {"preset": "gpt3-1.3b", "seq_length": 32768},
+    "training": {"global_batch_size": 16},
+    "cluster": {"profile": "dgx-h100-nominal"},
+    "gpus": 64,
+}
+
+
+def test_plan_proposes_context_parallel_for_32k_and_groups_ties(env: Path, tmp_path: Path) -> None:
+    request = write_json(tmp_path / "long.json", PLAN_REQUEST)
+    result = run("plan", "--request", request, "--top-k", "10000")
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["context_parallel"] == [1, 2, 4, 8]
+    assert {e["layout"]["context_parallel"] for e in body["layouts"]} == {1, 2, 4, 8}
+    assert body["memory_headroom"] == 0.10 and body["tie_tolerance"] == 0.03
+    groups = [e["group"] for e in body["layouts"]]
+    assert groups == sorted(groups) and groups[0] == 1
+    table = run("plan", "--request", request, "--format", "table")
+    assert table.exit_code == 0, table.stderr
+    assert "group" in table.stdout and "cp" in table.stdout
+
+
+def test_plan_flags_reach_the_request(env: Path, tmp_path: Path) -> None:
+    request = write_json(tmp_path / "long.json", PLAN_REQUEST)
+    result = run(
+        "plan",
+        "--request",
+        request,
+        "--top-k",
+        "10000",
+        "--memory-headroom",
+        "0.25",
+        "--tie-tolerance",
+        "0",
+        "--tensor-within-node",
+        "--context-parallel",
+        "1",
+        "--context-parallel",
+        "2",
+    )
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["memory_headroom"] == 0.25 and body["tie_tolerance"] == 0
+    assert body["usable_memory_bytes"] == 0.75 * body["cluster"]["gpu_memory_bytes"]
+    assert {e["layout"]["context_parallel"] for e in body["layouts"]} == {1, 2}
+    assert all(8 % e["layout"]["tensor"] == 0 for e in body["layouts"])
+    grouped = write_json(
+        tmp_path / "grouped.json", {**PLAN_REQUEST, "constraints": {"max_tensor": 4}}
+    )
+    flagged = run("plan", "--request", grouped, "--memory-headroom", "0.3")
+    assert flagged.exit_code == 0, flagged.stderr
+    assert json.loads(flagged.stdout)["memory_headroom"] == 0.3
+
+
+def test_plan_with_a_bad_headroom_exits_2_naming_it(env: Path, tmp_path: Path) -> None:
+    request = write_json(tmp_path / "long.json", PLAN_REQUEST)
+    result = run("plan", "--request", request, "--memory-headroom", "1")
+    assert result.exit_code == 2
+    assert "memory_headroom" in result.stderr
