@@ -196,6 +196,27 @@ def test_check_writes_junit_on_every_bad_input(
     assert suite.get("errors") == "1" and suite.find("testcase/error") is not None
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--max-iteration-time", "abc"), "--max-iteration-time"),  # not a number
+        (("--max-iteration-time", "1", "--bogus"), "--bogus"),  # no such option
+    ],
+)
+def test_check_writes_junit_on_a_usage_error(
+    env: Path, tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    report = tmp_path / "usage.xml"
+    result = run("check", "--request", str(ESTIMATE_EXAMPLE), *args, f"--junit-xml={report}")
+    assert result.exit_code == 2
+    suite, props = suite_of(report)
+    error = suite.find("testcase/error")
+    assert error is not None and said in error.get("message", "")
+    case = suite.find("testcase")
+    assert case is not None and case.get("name") == ESTIMATE_EXAMPLE.stem
+    assert props["exit_code"] == "2"
+
+
 def test_check_writes_junit_for_an_unreadable_request(env: Path, tmp_path: Path) -> None:
     report = tmp_path / "missing.xml"
     missing = str(tmp_path / "missing.json")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from api.cli.commands import verb_app
 from api.cli.exits import (
@@ -92,7 +93,62 @@ def _verdict_line(result: Mapping[str, Any], passed: bool) -> str:
     )
 
 
-@app.command()
+def _junit_path(args: list[str]) -> Path | None:
+    """The ``--junit-xml`` value among raw arguments (before they are parsed)."""
+    for i, arg in enumerate(args):
+        if arg.startswith("--junit-xml="):
+            return Path(arg.split("=", 1)[1])
+        if arg == "--junit-xml" and i + 1 < len(args):
+            return Path(args[i + 1])
+    return None
+
+
+def _request_name(args: list[str]) -> str:
+    for i, arg in enumerate(args):
+        if arg in ("--request", "-r") and i + 1 < len(args):
+            return "stdin" if args[i + 1] == "-" else Path(args[i + 1]).stem
+        if arg.startswith("--request="):
+            value = arg.split("=", 1)[1]
+            return "stdin" if value == "-" else Path(value).stem
+    return "check"
+
+
+class _ReportingCommand(TyperCommand):
+    """``check``'s command: a usage error (a malformed flag value, an unknown option), which
+    comes before the command's own code runs, still writes the JUnit report it asked for."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: Any = None,
+        **extra: Any,
+    ) -> Any:
+        raw = list(args)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except Exception as exc:
+            # click's UsageError (typer may vendor click, so it is told by its exit code 2)
+            message = getattr(exc, "format_message", None)
+            usage = callable(message) and getattr(exc, "exit_code", None) == EXIT_BAD_INPUT
+            path = _junit_path(raw)
+            if usage and path is not None and "--help" not in raw:
+                from api.junit import errored, write_junit_xml
+
+                outcome = errored(
+                    _request_name(raw),
+                    str(message()) if callable(message) else str(exc),
+                    error_type="BadInput",
+                    properties=(("arguments", " ".join(raw)), ("exit_code", str(EXIT_BAD_INPUT))),
+                )
+                try:
+                    write_junit_xml(path, outcome)
+                except OSError as err:
+                    note(f"--junit-xml {path}: cannot write ({err.strerror or err})")
+            raise
+
+
+@app.command(cls=_ReportingCommand)
 def check(
     ctx: typer.Context,
     request: RequestOpt = None,
