@@ -127,7 +127,7 @@ def create_check(
         limit = stored.iteration_time_s * (1.0 + tolerance)
         baseline = BaselineHeld.model_validate(Members(stored, tolerance=tolerance))
         criterion: Literal["budget", "baseline"] = "baseline"
-        against = f"baseline {name!r} {stored.iteration_time_s:.4g} s + {100 * tolerance:g}%"
+        against = f"baseline {name!r}: {stored.iteration_time_s:.4g} s + {100 * tolerance:g}%"
     else:
         assert budget is not None
         limit, criterion = budget, "budget"
@@ -147,8 +147,8 @@ def create_check(
                 relation="<=",
                 passed=on_time,
                 enforced=True,
-                detail=f"iteration {predicted:.4g} s {'<=' if on_time else '>'} {against} "
-                f"{limit:.4g} s",
+                detail=f"iteration {predicted:.4g} s {'<=' if on_time else '>'} limit "
+                f"{limit:.4g} s ({against})",
             ),
             _memory_comparison(memory),
             *_thresholds(request, estimate),

@@ -293,3 +293,14 @@ def test_plan_with_a_bad_headroom_exits_2_naming_it(env: Path, tmp_path: Path) -
     result = run("plan", "--request", request, "--memory-headroom", "1")
     assert result.exit_code == 2
     assert "memory_headroom" in result.stderr
+
+
+def test_check_line_names_the_baseline_it_was_held_to(env: Path) -> None:
+    put = run("baseline", "set", "gpt3-main", "--request", str(ESTIMATE_EXAMPLE))
+    assert put.exit_code == 0, put.stderr
+    result = run("check", "--request", str(ESTIMATE_EXAMPLE), "--baseline", "gpt3-main")
+    assert result.exit_code == 0, result.stderr
+    line = result.stdout.strip()
+    assert line.startswith("PASS: iteration ")
+    assert "(baseline 'gpt3-main':" in line and "+ 5%" in line
+    assert "memory " in line
