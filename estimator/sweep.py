@@ -178,11 +178,13 @@ def enumerate_layouts(
     max_layouts: int = 2_000_000,
     context_parallel: Sequence[int] = (1,),
     tensor_within_node: int | None = None,
+    counted: int = 0,
 ) -> LayoutArrays:
     """Every layout of ``gpus`` GPUs that the layout rules admit (ep = 1), for each context-
     parallel size in ``context_parallel`` (p·t·d·cp = gpus; cp must divide ``gpus`` and the
     sequence, and SP needs the sequence divisible by t·cp). ``tensor_within_node``: the GPUs
-    per node, when t must divide it (a TP group inside one node). ``max_layouts`` caps them all.
+    per node, when t must divide it (a TP group inside one node). ``max_layouts`` caps them all,
+    with the ``counted`` layouts of other passes of the same plan (one per precision).
     """
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
         raise ValidationError("gpus", gpus, "must be a whole number > 0")
@@ -195,7 +197,7 @@ def enumerate_layouts(
                 f"each must divide gpus={gpus} and seq_length={model.seq_length}",
             )
     parts: list[LayoutArrays] = []
-    total = 0
+    total = counted
     for cp in sizes:
         part = _enumerate_one(
             model,
@@ -219,7 +221,7 @@ def enumerate_layouts(
             part = part.take(np.flatnonzero(keep))
             part.columns["cp"][:] = float(cp)
         parts.append(part)
-        total += len(part)
+        total += len(part)  # (after the SP filter: what is kept is what costs)
     if len(parts) == 1:
         return parts[0]
     return LayoutArrays({k: np.concatenate([p.columns[k] for p in parts]) for k in COLUMNS})

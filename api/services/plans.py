@@ -153,7 +153,7 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         for training, resolved in zip(trainings, clusters, strict=True):
             layouts = enumerate_layouts(
-                model, training, request.gpus, max_layouts=max_layouts - counted, **options
+                model, training, request.gpus, max_layouts=max_layouts, counted=counted, **options
             )
             counted += len(layouts)
             results.append(

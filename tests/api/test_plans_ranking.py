@@ -146,6 +146,9 @@ def test_context_parallel_stays_under_the_layout_cap(
         assert_problem(capped.post("/v1/plans", json=LONG), 413)
         alone = capped.post("/v1/plans", json={**LONG, "context_parallel": [1]})
         assert alone.status_code == 200, alone.text
+        two = {**LONG, "context_parallel": [1], "precision": ["bf16", "fp8"]}
+        refused = assert_problem(capped.post("/v1/plans", json=two), 413)
+        assert f"cap of {without:,}" in refused["detail"]  # one cap over both passes
 
 
 # --------------------------------------------------------------------------- ties
