@@ -141,6 +141,11 @@ EXAMPLE_FRAMEWORK: dict[str, Any] = {
     "fidelity": "detailed",
 }
 
+#: Fraction of GPU memory a check or plan keeps free by default (docs/design.md, "Memory
+#: headroom"): the caching allocator's fragmentation, NCCL's buffers and the CUDA context.
+DEFAULT_MEMORY_HEADROOM = 0.10
+#: Iteration times within this fraction of each other are one group of a plan (a tie).
+DEFAULT_TIE_TOLERANCE = 0.03
 MAX_COUNT = 2**31 - 1  # what every database stores as an integer
 MAX_FLOAT = 1e15  # far beyond any figure the API takes, far below overflow
 MAX_GPU_MEMORY_GB = 1e6  # a stored profile keeps bytes in a 64-bit integer
@@ -411,10 +416,38 @@ class PlanConstraints(_In):
     max_tensor: int | None = Field(None, ge=1, le=MAX_COUNT)
     micro_batch_sizes: list[Count] | None = Field(None, min_length=1, max_length=64)
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(None, min_length=1)
-    recompute: list[Recompute] | None = Field(None, min_length=1)
+    recompute: list[Recompute] | None = Field(
+        None,
+        min_length=1,
+        description="recompute modes to sweep (default: all three, or training.recompute)",
+    )
     sequence_parallel: list[bool] | None = Field(None, min_length=1)
     max_virtual_stages: int = Field(8, ge=1, le=64)
     drop_infeasible: bool = False
+    memory_headroom: float = Field(
+        DEFAULT_MEMORY_HEADROOM,
+        ge=0,
+        lt=1,
+        description="fraction of GPU memory kept free: a layout fits when its memory is within "
+        "(1 - headroom) of the capacity (docs/design.md, Memory headroom)",
+    )
+    tensor_within_node: bool = Field(
+        False, description="only layouts whose tensor size divides the GPUs per node"
+    )
+    precision: list[Precision] | None = Field(
+        None,
+        min_length=1,
+        max_length=len(Precision),
+        description="precisions to sweep (default: training.precision); each layout names its own",
+    )
+    context_parallel: list[Annotated[int, Field(ge=1, le=MAX_COUNT)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=16,
+        description="context-parallel sizes to sweep; default: 1, plus the powers of two that "
+        "divide gpus and keep >= 4096 tokens per rank when seq_length >= 16384 (detailed "
+        "fidelity; docs/design.md, Planner candidates)",
+    )
 
 
 class PlanRequest(PlanConstraints):
@@ -453,6 +486,13 @@ class PlanRequest(PlanConstraints):
     fidelity: Fidelity = Fidelity.DETAILED
     gpus: int = Field(gt=0, le=MAX_COUNT)
     top_k: int = Field(10, ge=1, le=10_000)
+    tie_tolerance: float = Field(
+        DEFAULT_TIE_TOLERANCE,
+        ge=0,
+        le=1,
+        description="layouts within this fraction of a group's fastest time are one group, "
+        "ranked by t within a node, then fewer communication seconds",
+    )
     constraints: PlanConstraints | None = Field(
         None,
         description="the constraints grouped; the server moves them to the top level",
@@ -496,6 +536,27 @@ class CheckRequest(EstimateRequest):
     baseline: Name | None = None
     tolerance: float | None = Field(
         None, ge=0, le=MAX_FLOAT, description="fraction over the baseline allowed (default 0.05)"
+    )
+    memory_headroom: float = Field(
+        DEFAULT_MEMORY_HEADROOM,
+        ge=0,
+        lt=1,
+        description="fraction of GPU memory kept free (allocator fragmentation, NCCL buffers, "
+        "CUDA context; docs/design.md): the layout must fit in (1 - headroom) of the capacity",
+    )
+    allow_memory_overflow: bool = Field(
+        False,
+        description="true: a layout over the usable GPU memory does not fail the check "
+        "(the memory comparison is still reported)",
+    )
+    max_communication_ratio: float | None = Field(
+        None, ge=0, le=1, description="fail when the exposed communication share is above this"
+    )
+    max_bubble_ratio: float | None = Field(
+        None, ge=0, le=1, description="fail when the pipeline bubble share is above this"
+    )
+    min_mfu: float | None = Field(
+        None, gt=0, le=1, description="fail when the model FLOPs utilization is below this"
     )
 
 
@@ -916,6 +977,8 @@ class PlanLayoutOut(_LayoutShape, _Out):
 
     micro_batch_size: int
     recompute: Recompute
+    context_parallel: int = 1
+    precision: Precision = Precision.FP16
 
 
 class PlanEntryOut(_Out):
@@ -925,7 +988,14 @@ class PlanEntryOut(_Out):
     breakdown_s: dict[str, float]
     micro_batches: int
     memory_bytes: float
-    fits: bool | None
+    fits: bool | None = Field(description="memory within (1 - memory_headroom) of the GPU's")
+    group: int = Field(
+        1, description="tie group (1 = the fastest): iteration times within tie_tolerance"
+    )
+    communication_s: float = Field(
+        0.0, description="exposed communication seconds (breakdown less compute, bubble, optimizer)"
+    )
+    tensor_within_node: bool = Field(True, description="t divides the GPUs per node")
 
 
 class PlanResponse(_Out):
@@ -938,6 +1008,14 @@ class PlanResponse(_Out):
     cluster: ClusterOut
     assumptions: list[str]
     warnings: list[str]
+    memory_headroom: float = DEFAULT_MEMORY_HEADROOM
+    usable_memory_bytes: float | None = Field(
+        None, description="GPU memory a layout may use: capacity·(1 - memory_headroom)"
+    )
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
+    context_parallel: list[int] = Field(
+        default_factory=lambda: [1], description="the context-parallel sizes swept"
+    )
 
 
 class BaselineRead(_Out):
@@ -959,6 +1037,31 @@ class BaselineHeld(BaselineRead):
     tolerance: float
 
 
+class CheckComparisonOut(_Out):
+    """One comparison a check made: ``value`` against ``limit`` by ``relation``."""
+
+    name: Literal["iteration_time_s", "memory_bytes", "communication_ratio", "bubble_ratio", "mfu"]
+    value: float
+    limit: float | None = Field(description="null: nothing to compare against (unknown capacity)")
+    relation: Literal["<=", ">="]
+    passed: bool | None = Field(description="null when the limit is unknown")
+    enforced: bool = Field(
+        description="false: reported only (memory with allow_memory_overflow, unknown capacity)"
+    )
+    detail: str
+
+
+class CheckMemoryOut(_Out):
+    """The memory side of a check: the per-GPU total against the capacity less the headroom."""
+
+    total_bytes: float
+    capacity_bytes: float | None
+    memory_headroom: float
+    usable_bytes: float | None
+    fits: bool | None
+    allow_memory_overflow: bool
+
+
 class CheckResponse(_Out):
     """POST /v1/checks."""
 
@@ -970,6 +1073,11 @@ class CheckResponse(_Out):
     margin_pct: float
     baseline: BaselineHeld | None
     estimate: EstimateResponse
+    memory: CheckMemoryOut
+    comparisons: list[CheckComparisonOut] = Field(
+        description="every comparison made: the time criterion, memory, then each threshold given"
+    )
+    reasons: list[str] = Field(description="why the check failed, one line per failed comparison")
 
 
 def _text(value: Any) -> Any:

@@ -103,8 +103,11 @@ def evaluate_layouts(
     *,
     fidelity: Fidelity = Fidelity.DETAILED,
     rank_order: str = "tp-dp-pp",
+    memory_headroom: float = 0.0,
 ) -> SweepResult:
-    """The kernel over every layout at once (no Python loop per layout)."""
+    """The kernel over every layout at once (no Python loop per layout); a layout fits when
+    its memory is within ``(1 - memory_headroom)`` of the GPU's (docs/design.md, "Memory
+    headroom")."""
     k = evaluate(
         model,
         training,
@@ -129,8 +132,31 @@ def evaluate_layouts(
     iteration = np.broadcast_to(np.asarray(k.iteration_s, dtype=np.float64), (n,))
     memory = np.broadcast_to(np.asarray(k.memory["total"], dtype=np.float64), (n,))
     capacity = cluster.gpu_memory_bytes
-    fits = memory <= capacity if capacity is not None else np.ones(n, dtype=bool)
+    if not 0.0 <= memory_headroom < 1.0:
+        raise ValidationError("memory_headroom", memory_headroom, "must be >= 0 and < 1")
+    fits = (
+        memory <= capacity * (1.0 - memory_headroom)
+        if capacity is not None
+        else np.ones(n, dtype=bool)
+    )
     return SweepResult(layouts, terms, iteration, memory, fits)
+
+
+def concat_results(results: Sequence[SweepResult]) -> SweepResult:
+    """One result of several passes (e.g. one per precision), in the order given."""
+    if len(results) == 1:
+        return results[0]
+    layouts = LayoutArrays(
+        {k: np.concatenate([r.layouts.columns[k] for r in results]) for k in COLUMNS}
+    )
+    terms = {name: np.concatenate([r.terms[name] for r in results]) for name in TERMS}
+    return SweepResult(
+        layouts,
+        terms,
+        np.concatenate([r.iteration_s for r in results]),
+        np.concatenate([r.memory_bytes for r in results]),
+        np.concatenate([r.fits for r in results]),
+    )
 
 
 def _divisors(n: int) -> list[int]:
@@ -150,10 +176,77 @@ def enumerate_layouts(
     zero_stages: Sequence[int] = (0, 1),
     max_tensor: int | None = None,
     max_layouts: int = 2_000_000,
+    context_parallel: Sequence[int] = (1,),
+    tensor_within_node: int | None = None,
+    counted: int = 0,
 ) -> LayoutArrays:
-    """Every layout of ``gpus`` GPUs that docs/design.md §3's rules admit (cp = ep = 1)."""
+    """Every layout of ``gpus`` GPUs that the layout rules (docs/design.md §3) admit (ep = 1).
+
+    One pass per context-parallel size in ``context_parallel`` (p·t·d·cp = gpus; cp must divide
+    ``gpus`` and the sequence, and SP needs the sequence divisible by t·cp).
+    ``tensor_within_node``: the GPUs per node, when t must divide it (a TP group inside one
+    node). ``max_layouts`` caps them all, with the ``counted`` layouts of other passes of the
+    same plan (one per precision).
+    """
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
         raise ValidationError("gpus", gpus, "must be a whole number > 0")
+    sizes = sorted(set(context_parallel))
+    for cp in sizes:
+        if cp <= 0 or gpus % cp or model.seq_length % cp:
+            raise ValidationError(
+                "context_parallel",
+                list(sizes),
+                f"each must divide gpus={gpus} and seq_length={model.seq_length}",
+            )
+    parts: list[LayoutArrays] = []
+    total = counted
+    for cp in sizes:
+        part = _enumerate_one(
+            model,
+            training,
+            gpus // cp,
+            micro_batch_sizes=micro_batch_sizes,
+            max_virtual_stages=max_virtual_stages,
+            recompute=recompute,
+            sequence_parallel=sequence_parallel,
+            zero_stages=zero_stages,
+            max_tensor=max_tensor,
+            max_layouts=max_layouts,
+            tensor_within_node=tensor_within_node,
+            gpus_named=gpus,
+            counted=total,
+        )
+        if cp > 1:
+            cols = part.columns
+            # Megatron: SP shards the sequence over t inside each CP rank (s divisible by t·cp)
+            keep = ~((cols["sp"] == 1.0) & (np.mod(model.seq_length / (cols["t"] * cp), 1.0) > 0))
+            part = part.take(np.flatnonzero(keep))
+            part.columns["cp"][:] = float(cp)
+        parts.append(part)
+        total += len(part)  # (after the SP filter: what is kept is what costs)
+    if len(parts) == 1:
+        return parts[0]
+    return LayoutArrays({k: np.concatenate([p.columns[k] for p in parts]) for k in COLUMNS})
+
+
+def _enumerate_one(
+    model: ModelSpec,
+    training: TrainingSpec,
+    gpus: int,
+    *,
+    micro_batch_sizes: Sequence[int] | None,
+    max_virtual_stages: int,
+    recompute: Sequence[Recompute],
+    sequence_parallel: Sequence[bool],
+    zero_stages: Sequence[int],
+    max_tensor: int | None,
+    max_layouts: int,
+    tensor_within_node: int | None,
+    gpus_named: int,
+    counted: int,
+) -> LayoutArrays:
+    """Every layout (p, t, d, ...) with p·t·d = ``gpus`` (``gpus_named`` in messages), refused
+    when they and the ``counted`` ones of other context-parallel sizes exceed ``max_layouts``."""
     gb = training.global_batch_size
     heads, groups, layers = model.num_attention_heads, model.query_groups, model.num_layers
     divs = _divisors(gpus)
@@ -164,6 +257,7 @@ def enumerate_layouts(
         if heads % t == 0
         and (groups % t == 0 or t % groups == 0)
         and (max_tensor is None or t <= max_tensor)
+        and (tensor_within_node is None or tensor_within_node % t == 0)
     ]
     bs = (
         list(micro_batch_sizes)
@@ -177,7 +271,7 @@ def enumerate_layouts(
     space = len(ps) * len(ts) * len(bs) * len(vs) * len(rcs) * len(sps) * len(zs)
     if space > max_layouts * 64:
         raise LimitError(
-            f"the layout space for gpus={gpus} has {space:,} candidates, beyond "
+            f"the layout space for gpus={gpus_named} has {space:,} candidates, beyond "
             f"the cap of {max_layouts:,} layouts; narrow the options"
         )
     # The candidate space can be ~64x the cap: count the valid layouts factor by factor
@@ -214,9 +308,9 @@ def enumerate_layouts(
         m_by_p[:, j] = (p_k > 1.0) & (np.mod(m, p_k) == 0.0)
         per_pair += b_ok[:, j] * (v_one + v_more * m_by_p[:, j])
     total = int(np.sum(per_pair * combos_k.astype(np.int64)))
-    if total > max_layouts:
+    if total + counted > max_layouts:
         raise LimitError(
-            f"{total:,} valid layouts for gpus={gpus} exceed the cap of "
+            f"{total + counted:,} valid layouts for gpus={gpus_named} exceed the cap of "
             f"{max_layouts:,}; narrow the options"
         )
     # (pair, b) rows, then (pair, b, v) rows, then the (recompute, sp, zero) combinations
@@ -261,14 +355,70 @@ def enumerate_layouts(
     )
 
 
+#: Terms of the breakdown that are communication (the rest: compute, bubble, optimizer).
+COMMUNICATION_TERMS = tuple(t for t in TERMS if t not in ("compute", "bubble", "optimizer"))
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Every valid layout evaluated; ``order`` ranks them by iteration time."""
+    """Every valid layout evaluated; ``order`` ranks them (feasible first, by time, ties
+    grouped); ``group[i]`` is the tie group (0-based) of ``order[i]`` for the first
+    ``len(group)`` ranked layouts."""
 
     result: SweepResult
     order: npt.NDArray[np.intp]
     evaluated: int
     feasible: int
+    group: npt.NDArray[np.intp]
+
+
+def rank(
+    result: SweepResult,
+    *,
+    gpus_per_node: int,
+    drop_infeasible: bool = False,
+    tie_tolerance: float = 0.0,
+    ranked: int | None = None,
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """The order of the layouts and the tie groups of its first ``ranked`` (all when None).
+
+    Feasible first, then by iteration time. Going down that order, a group starts at the
+    fastest layout not yet grouped and holds every layout (of the same feasibility) within
+    ``tie_tolerance`` of it (time <= leader·(1 + tie_tolerance)), so any two members are within
+    the tolerance of each other. Inside a group: t dividing ``gpus_per_node`` first (TP inside
+    a node), then fewer communication seconds, then time, then enumeration order
+    (docs/design.md, "Planner ranking"). Only groups reaching the first ``ranked`` layouts are
+    formed: at most ``ranked`` searches, whatever the number of layouts.
+    """
+    if not 0.0 <= tie_tolerance <= 1.0:
+        raise ValidationError("tie_tolerance", tie_tolerance, "must be >= 0 and <= 1")
+    fits = result.fits
+    order = np.lexsort((result.iteration_s, ~fits))
+    if drop_infeasible:
+        order = order[fits[order]]
+    n = len(order)
+    limit = n if ranked is None else min(n, ranked)
+    times = result.iteration_s[order]
+    feasible_end = int(fits[order].sum())
+    t = result.layouts.columns["t"]
+    group = np.empty(limit, dtype=np.intp)
+    start, index = 0, 0
+    while start < limit:
+        block_end = feasible_end if start < feasible_end else n
+        bound = times[start] * (1.0 + tie_tolerance)
+        end = start + int(np.searchsorted(times[start:block_end], bound, side="right"))
+        end = max(end, start + 1)
+        members = order[start:end]
+        if end - start > 1:
+            comm = np.zeros(len(members))
+            for name in COMMUNICATION_TERMS:
+                comm = comm + result.terms[name][members]
+            across = (np.mod(float(gpus_per_node), t[members]) != 0.0).astype(np.int8)
+            inner = np.lexsort((members, result.iteration_s[members], comm, across))
+            order[start:end] = members[inner]
+        group[start : min(end, limit)] = index
+        start, index = end, index + 1
+    return order, group
 
 
 def plan(
@@ -279,18 +429,22 @@ def plan(
     *,
     fidelity: Fidelity = Fidelity.DETAILED,
     drop_infeasible: bool = False,
+    memory_headroom: float = 0.0,
+    tie_tolerance: float = 0.0,
+    ranked: int | None = None,
     **options: object,
 ) -> Plan:
-    """Enumerate, evaluate in one pass and rank every layout (memory-infeasible marked)."""
+    """Enumerate, evaluate in one pass and rank every layout (memory-infeasible marked; see
+    :func:`rank` for the order and the tie groups)."""
     layouts = enumerate_layouts(model, training, gpus, **options)  # type: ignore[arg-type]
-    result = evaluate_layouts(model, training, cluster, layouts, fidelity=fidelity)
-    keys = (
-        np.where(result.fits, result.iteration_s, np.inf)
-        if drop_infeasible
-        else (result.iteration_s)
+    result = evaluate_layouts(
+        model, training, cluster, layouts, fidelity=fidelity, memory_headroom=memory_headroom
     )
-    # Feasible first, then by time (stable, so ties keep enumeration order).
-    order = np.lexsort((keys, ~result.fits))
-    if drop_infeasible:
-        order = order[result.fits[order]]
-    return Plan(result, order, len(layouts), int(result.fits.sum()))
+    order, group = rank(
+        result,
+        gpus_per_node=cluster.gpus_per_node,
+        drop_infeasible=drop_infeasible,
+        tie_tolerance=tie_tolerance,
+        ranked=ranked,
+    )
+    return Plan(result, order, len(layouts), int(result.fits.sum()), group)

@@ -28,10 +28,19 @@ def exit_code_for_status(status: int) -> int:
     return EXIT_BAD_INPUT if 400 <= status < 500 else EXIT_UNAVAILABLE
 
 
+class Died(typer.Exit):
+    """The exit :func:`die` raises: it keeps the message, so that a command can still report
+    why it ended (``commest check`` writes it into its JUnit report)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(code)
+        self.message = message
+
+
 def die(message: str, code: int) -> NoReturn:
     """``error: message`` on stderr, then exit with ``code``."""
     typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+    raise Died(message, code)
 
 
 def note(message: str) -> None:

@@ -181,9 +181,11 @@ def plan_rows(layouts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "rank": entry.get("rank"),
+                "group": entry.get("group"),
                 "p": layout.get("pipeline"),
                 "t": layout.get("tensor"),
                 "d": layout.get("data"),
+                "cp": layout.get("context_parallel", 1),
                 "v": layout.get("virtual_stages"),
                 "sp": layout.get("sequence_parallel"),
                 "zero": layout.get("zero_stage"),

@@ -16,11 +16,27 @@ from api.schemas import (
     finite_answer,
 )
 from api.snapshots import Profiles
-from estimator import TERMS, Recompute, TrainingSpec, plan
+from estimator import TERMS, Recompute, TrainingSpec
 from estimator.errors import ValidationError
+from estimator.specs import Fidelity, ModelSpec, Precision
+from estimator.sweep import (
+    COMMUNICATION_TERMS,
+    SweepResult,
+    concat_results,
+    enumerate_layouts,
+    evaluate_layouts,
+    rank,
+)
+
+#: Context parallelism is proposed from this sequence length up (docs/design.md, "Planner
+#: candidates"): below it a sequence's activations fit with recompute and TP/SP alone.
+CP_FROM_SEQ_LENGTH = 16_384
+#: ... and only while each CP rank keeps at least this many tokens (its attention GEMMs stay
+#: large enough to hide the ring exchange).
+CP_MIN_TOKENS_PER_RANK = 4_096
 
 
-def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], TrainingSpec]:
+def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], list[TrainingSpec]]:
     tr = request.training
     pinned = tr.model_fields_set
     b_list = request.micro_batch_sizes
@@ -57,97 +73,199 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], TrainingSpec]:
         options["zero_stages"] = tuple(sorted(set(request.zero_stages)))
     if request.max_tensor is not None:
         options["max_tensor"] = request.max_tensor
-    training = TrainingSpec(
-        global_batch_size=tr.global_batch_size,
-        micro_batch_size=1,  # swept
-        precision=tr.precision,
-        grad_reduce_precision=tr.grad_reduce_precision,
-        flash_attention=tr.flash_attention,
-        framework=framework(training=tr),
-        moe_capacity_factor=tr.moe_capacity_factor,
-    )
-    return options, training
+    precisions = [tr.precision]
+    if request.precision is not None:
+        if "precision" in pinned and request.precision != [tr.precision]:
+            raise ValidationError(
+                "precision",
+                [p.value for p in request.precision],
+                f"conflicts with training.precision={tr.precision.value}; give one",
+            )
+        precisions = list(dict.fromkeys(request.precision))
+    trainings = [
+        TrainingSpec(
+            global_batch_size=tr.global_batch_size,
+            micro_batch_size=1,  # swept
+            precision=precision,
+            grad_reduce_precision=tr.grad_reduce_precision,
+            flash_attention=tr.flash_attention,
+            framework=framework(training=tr),
+            moe_capacity_factor=tr.moe_capacity_factor,
+        )
+        for precision in precisions
+    ]
+    return options, trainings
+
+
+def context_parallel_sizes(
+    model: ModelSpec, gpus: int, fidelity: Fidelity, given: list[int] | None
+) -> list[int]:
+    """The CP sizes to sweep: those given (each checked), else 1 plus, from
+    ``CP_FROM_SEQ_LENGTH`` tokens, every power of two dividing ``gpus`` that splits the sequence
+    into 2·cp equal chunks (Megatron-Core's load-balanced causal CP) of at least
+    ``CP_MIN_TOKENS_PER_RANK`` tokens per rank. Paper fidelity has no CP term: 1 only."""
+    s = model.seq_length
+    if given is not None:
+        sizes = sorted(set(given))
+        if fidelity is Fidelity.PAPER and sizes != [1]:
+            raise ValidationError(
+                "context_parallel", given, "paper fidelity has no CP term; use detailed"
+            )
+        for cp in sizes:
+            if gpus % cp or s % cp:
+                raise ValidationError(
+                    "context_parallel", given, f"each must divide gpus={gpus} and seq_length={s}"
+                )
+        return sizes
+    if fidelity is Fidelity.PAPER or s < CP_FROM_SEQ_LENGTH:
+        return [1]
+    sizes, cp = [1], 2
+    while cp <= gpus and s // cp >= CP_MIN_TOKENS_PER_RANK:
+        if gpus % cp == 0 and s % (2 * cp) == 0:
+            sizes.append(cp)
+        cp *= 2
+    return sizes
 
 
 _RECOMPUTE_BY_CODE = {0: Recompute.NONE, 1: Recompute.SELECTIVE, 2: Recompute.FULL}
 
 
 def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -> PlanResponse:
-    """POST /v1/plans: every valid layout, evaluated in one pass, the best ``top_k`` shown."""
+    """POST /v1/plans: every valid layout, evaluated in one pass per precision, ranked with ties
+    grouped (``api.schemas.PlanRequest.tie_tolerance``), the best ``top_k`` shown."""
     model = model_spec(model=request.model)
-    options, training = _sweep_options(request)
-    cluster = cluster_spec(cluster=request.cluster, precision=training.precision, profiles=profiles)
+    options, trainings = _sweep_options(request)
+    cp_sizes = context_parallel_sizes(
+        model, request.gpus, request.fidelity, request.context_parallel
+    )
+    options["context_parallel"] = tuple(cp_sizes)
+    clusters = [
+        cluster_spec(cluster=request.cluster, precision=t.precision, profiles=profiles)
+        for t in trainings
+    ]
+    cluster = clusters[0]
+    if request.tensor_within_node:
+        options["tensor_within_node"] = cluster.spec.gpus_per_node
+    results: list[SweepResult] = []
+    precision_of: list[Precision] = []
+    counted = 0
     # extreme figures overflow to inf, which the answer refuses below (finite_answer)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        found = plan(
-            model,
-            training,
-            cluster.spec,
-            request.gpus,
-            fidelity=request.fidelity,
-            drop_infeasible=request.drop_infeasible,
-            max_layouts=max_layouts,
-            **options,
-        )
-    res = found.result
-    top = found.order[: request.top_k]
-    cols = {name: res.layouts.columns[name][top] for name in ("p", "t", "d", "b", "v")}
+        for training, resolved in zip(trainings, clusters, strict=True):
+            layouts = enumerate_layouts(
+                model, training, request.gpus, max_layouts=max_layouts, counted=counted, **options
+            )
+            counted += len(layouts)
+            results.append(
+                evaluate_layouts(
+                    model,
+                    training,
+                    resolved.spec,
+                    layouts,
+                    fidelity=request.fidelity,
+                    memory_headroom=request.memory_headroom,
+                )
+            )
+            precision_of += [training.precision] * len(layouts)
+    res = concat_results(results)
+    order, group = rank(
+        res,
+        gpus_per_node=cluster.spec.gpus_per_node,
+        drop_infeasible=request.drop_infeasible,
+        tie_tolerance=request.tie_tolerance,
+        ranked=request.top_k,
+    )
+    top = order[: request.top_k]
+    cols = {name: res.layouts.columns[name][top] for name in ("p", "t", "d", "b", "v", "cp")}
     flags = {name: res.layouts.columns[name][top] for name in ("sp", "zero", "recompute")}
     iteration = res.iteration_s[top]
     memory = res.memory_bytes[top]
     fits = res.fits[top]
     terms = {name: np.asarray(res.terms[name])[top] for name in TERMS}
-    known_capacity = cluster.spec.gpu_memory_bytes is not None
-    gb = training.global_batch_size
+    capacity = cluster.spec.gpu_memory_bytes
+    known_capacity = capacity is not None
+    gpus_per_node = cluster.spec.gpus_per_node
+    gb = trainings[0].global_batch_size
     entries: list[PlanEntryOut] = []
     with finite_answer(figures(cluster.spec)):
         for i in range(len(top)):
-            b, d = int(cols["b"][i]), int(cols["d"][i])
+            b, d, t = int(cols["b"][i]), int(cols["d"][i]), int(cols["t"][i])
             entries.append(
                 PlanEntryOut(
                     rank=i + 1,
                     layout=PlanLayoutOut(
                         pipeline=int(cols["p"][i]),
-                        tensor=int(cols["t"][i]),
+                        tensor=t,
                         data=d,
                         virtual_stages=int(cols["v"][i]),
                         sequence_parallel=bool(flags["sp"][i]),
                         zero_stage=int(flags["zero"][i]),
                         micro_batch_size=b,
                         recompute=_RECOMPUTE_BY_CODE[int(flags["recompute"][i])],
+                        context_parallel=int(cols["cp"][i]),
+                        precision=precision_of[int(top[i])],
                     ),
                     iteration_time_s=float(iteration[i]),
                     breakdown_s={name: float(terms[name][i]) for name in TERMS},
                     micro_batches=gb // (b * d),
                     memory_bytes=float(memory[i]),
                     fits=bool(fits[i]) if known_capacity else None,
+                    group=int(group[i]) + 1,
+                    communication_s=float(sum(terms[name][i] for name in COMMUNICATION_TERMS)),
+                    tensor_within_node=gpus_per_node % t == 0,
                 )
             )
+    evaluated = len(res.layouts)
+    feasible = int(res.fits.sum())
     warnings: list[str] = []
     if not known_capacity:
         warnings.append(
             "no GPU memory capacity known (give cluster.gpu or cluster.gpu_memory_gb): "
             "layouts are not filtered by memory and fits is null"
         )
-    if found.evaluated == 0:
+    if evaluated == 0:
         warnings.append(
             f"no valid layout of {request.gpus} GPUs for this model and batch under the "
-            "constraints (p·t·d = gpus, heads divisible by t, layers by p·v, gb by b·d)"
+            "constraints (p·t·d·cp = gpus, heads divisible by t, layers by p·v, gb by b·d)"
         )
     elif not entries:
-        warnings.append("every layout exceeds the GPU memory (drop_infeasible removed them all)")
+        warnings.append(
+            "every layout exceeds the usable GPU memory (drop_infeasible removed them all; "
+            f"memory_headroom={request.memory_headroom:g} keeps that fraction free)"
+        )
     assumptions = [
         *cluster.notes,
-        "layouts with context_parallel = expert_parallel = 1, rank order tp-dp-pp; "
-        "feasible (fits in memory) first, then by iteration time",
+        "layouts with expert_parallel = 1, rank order tp-cp-dp-pp; feasible (fits in the GPU "
+        f"memory less {100 * request.memory_headroom:g}% headroom) first, then by iteration "
+        f"time; times within {100 * request.tie_tolerance:g}% of a group's fastest are one "
+        "group, ordered by t within a node, then fewer communication seconds",
+        f"context_parallel swept: {cp_sizes}"
+        + (
+            ""
+            if request.context_parallel is not None
+            else f" (CP from seq_length >= {CP_FROM_SEQ_LENGTH} with detailed fidelity, "
+            f">= {CP_MIN_TOKENS_PER_RANK} tokens per rank)"
+        ),
         f"swept: {', '.join(f'{k}={v}' for k, v in sorted(options.items()))}",
     ]
+    if len(trainings) > 1:
+        assumptions.append(
+            "precision swept: "
+            + ", ".join(t.precision.value for t in trainings)
+            + f"; the cluster shown is {trainings[0].precision.value}'s"
+        )
     return PlanResponse(
         gpus=request.gpus,
-        evaluated=found.evaluated,
-        feasible=found.feasible if known_capacity else None,
+        evaluated=evaluated,
+        feasible=feasible if known_capacity else None,
         layouts=entries,
         cluster=ClusterOut.model_validate(cluster),
         assumptions=assumptions,
         warnings=warnings,
+        memory_headroom=request.memory_headroom,
+        usable_memory_bytes=(
+            None if capacity is None else capacity * (1.0 - request.memory_headroom)
+        ),
+        tie_tolerance=request.tie_tolerance,
+        context_parallel=cp_sizes,
     )

@@ -83,8 +83,15 @@ def test_plan_request_schema_names_the_grouped_constraints(client: TestClient) -
         "sequence_parallel",
         "max_virtual_stages",
         "drop_infeasible",
+        "memory_headroom",
+        "tensor_within_node",
+        "precision",
+        "context_parallel",
     }
     assert set(grouped) <= set(plan)  # or at the top level
+    assert "tie_tolerance" in plan
+    for name in ("memory_headroom", "tensor_within_node", "recompute", "precision"):
+        assert grouped[name].get("description"), name  # the workbench's filters are documented
 
 
 def _enum(spec: dict[str, Any], schema: dict[str, Any]) -> list[str]:

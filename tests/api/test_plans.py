@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -19,6 +20,20 @@ GPT3_PLAN = {
 }
 
 
+def assert_ranked_in_groups(layouts: list[dict[str, Any]], *, tolerance: float) -> None:
+    """Groups 1, 2, ... in order; each within ``tolerance`` of its fastest member; the
+    groups' fastest times ascending (the order inside a group is the tie-break's)."""
+    groups = [entry["group"] for entry in layouts]
+    assert groups == sorted(groups) and groups[0] == 1
+    assert set(groups) == set(range(1, groups[-1] + 1))
+    fastest = []
+    for g in sorted(set(groups)):
+        times = [e["iteration_time_s"] for e in layouts if e["group"] == g]
+        assert max(times) <= min(times) * (1 + tolerance)
+        fastest.append(min(times))
+    assert fastest == sorted(fastest)
+
+
 def test_gpt3_175b_on_1536_gpus_ranks_over_a_thousand_layouts(client: TestClient) -> None:
     # How fast: bench/bench_api.py (tests assert no wall-clock time).
     response = client.post("/v1/plans", json=GPT3_PLAN)
@@ -28,8 +43,7 @@ def test_gpt3_175b_on_1536_gpus_ranks_over_a_thousand_layouts(client: TestClient
     assert 0 < body["feasible"] <= body["evaluated"]
     layouts = body["layouts"]
     assert len(layouts) == 10
-    times = [entry["iteration_time_s"] for entry in layouts]
-    assert times == sorted(times)
+    assert_ranked_in_groups(layouts, tolerance=0.03)
     assert [entry["rank"] for entry in layouts] == list(range(1, 11))
     for entry in layouts:
         lay = entry["layout"]

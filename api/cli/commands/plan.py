@@ -21,6 +21,23 @@ def plan(
     request: RequestOpt = None,
     gpus: Annotated[int | None, typer.Option(min=1, help="GPU count to plan for.")] = None,
     top_k: Annotated[int | None, typer.Option(min=1, help="How many layouts to return.")] = None,
+    memory_headroom: Annotated[
+        float | None,
+        typer.Option(
+            help="Fraction of GPU memory kept free (server default 0.10).", show_default=False
+        ),
+    ] = None,
+    tie_tolerance: Annotated[
+        float | None,
+        typer.Option(help="Times within this fraction are one group (default 0.03)."),
+    ] = None,
+    tensor_within_node: Annotated[
+        bool, typer.Option("--tensor-within-node", help="Only t dividing the GPUs per node.")
+    ] = False,
+    context_parallel: Annotated[
+        list[int] | None,
+        typer.Option(help="A context-parallel size to sweep (repeat; default: automatic)."),
+    ] = None,
     output_format: FormatOpt = OutputFormat.JSON,
 ) -> None:
     """Rank every valid layout for a GPU count: POST /v1/plans."""
@@ -30,6 +47,16 @@ def plan(
         body["gpus"] = gpus
     if top_k is not None:
         body["top_k"] = top_k
+    # the filters go where the request file keeps its constraints (top level or grouped)
+    where = body["constraints"] if isinstance(body.get("constraints"), dict) else body
+    if memory_headroom is not None:
+        where["memory_headroom"] = memory_headroom
+    if tensor_within_node:
+        where["tensor_within_node"] = True
+    if context_parallel:
+        where["context_parallel"] = context_parallel
+    if tie_tolerance is not None:
+        body["tie_tolerance"] = tie_tolerance
     with open_client(options(ctx)) as client:
         result = client.plan(body)
     if output_format is OutputFormat.JSON:
