@@ -695,8 +695,11 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     pp_link = pp_count * pp_send[1] + pp_gather * ag
 
     # --- data parallel ---------------------------------------------------------------------
+    # Once per iteration: ZeRO-1, and ZeRO-2/3 when the trainer accumulates before reducing.
+    # Every micro-batch: ZeRO-2 as one whole-stage reduce-scatter; ZeRO-3 layer by layer
+    # (``z3_rs`` below), so it is not charged here a second time.
     rs_once = z1 + (z2 + z3) * (1.0 - per_mb)
-    rs_each = (z2 + z3) * per_mb
+    rs_each = z2 * per_mb
     dp_groups = ((dense_gpu, dense_shard), (expert_gpu, expert_shard))
     dp_ar = [
         pricer.time(

@@ -342,6 +342,27 @@ def test_zero3_gathers_every_layer_per_micro_batch_forward_and_backward(gpt3: Mo
     )
 
 
+def test_zero3_gradients_are_reduce_scattered_once_per_layer_not_again_per_stage(
+    gpt3: ModelSpec,
+) -> None:
+    """ZeRO-3 reduce-scatters each layer's gradients after its backward (Rajbhandari et al.
+    2020 §5.3); no second, whole-stage reduce-scatter per micro-batch (the ZeRO-2 one)."""
+    layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
+    tr = TrainingSpec(global_batch_size=1536, micro_batch_size=2, framework="deepspeed-2021")
+    e = estimate(Scenario(gpt3, tr, layout, a100()))
+    scatters = [
+        c
+        for c in e.collectives
+        if c.kind is TrafficKind.DP and c.op is Collective.REDUCE_SCATTER and c.calls_per_iteration
+    ]
+    m, layers = 2, 96
+    per_module = framework_preset("deepspeed-2021").zero3_gathers_per_layer
+    assert sum(c.calls_per_iteration for c in scatters) == m * layers * per_module
+    # The gradient bytes reduce-scattered per iteration: the model's, once per micro-batch.
+    grad_bytes = sum(c.calls_per_iteration * c.size_bytes for c in scatters)
+    assert grad_bytes == pytest.approx(m * 2.0 * e.gpu_parameters, rel=0.02)
+
+
 def test_fsdp_prefetch_hides_gathers_under_compute(gpt3: ModelSpec) -> None:
     layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
     fw = framework_preset("fsdp")
