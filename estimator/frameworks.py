@@ -22,6 +22,18 @@ Sources, per flag (dates from the Megatron-LM git history):
 - ``tp_comm_overlap``: TP all-gathers/reduce-scatters split into chunks and pipelined with the
   GEMMs, forward and backward (Transformer Engine userbuffers; NeMo ``tp_comm_overlap``,
   Megatron-Core ``--tp-comm-overlap``, Oct. 2023).
+- ``tp_comm_overlap_backward``: whether ``tp_comm_overlap`` also covers the backward pass and
+  replays. PyTorch's async TP (torch.compile's micro-pipelined all-gather-matmul and
+  matmul-reduce-scatter, as torchtitan runs it) is announced as a forward-pass gain (up to
+  29 % forward, ~8 % end to end: "[Distributed w/ TorchTitan] Introducing Async Tensor
+  Parallelism in PyTorch", PyTorch dev-discuss, 2024); the torchtitan preset overlaps the
+  forward pass only.
+- ``selective_recompute``: what ``recompute: selective`` replays. ``attention``: the attention
+  core (Korthikanti et al. 2022 §5). ``op-sac``: torch's op-level selective checkpointing as
+  torchtitan configures it (``parallelize_llama.py``: save the outputs of ``aten.mm`` and SDPA
+  except every second ``mm``, recompute everything else): half the block's GEMMs (all of them
+  in FP8, whose ``_scaled_mm`` is not on the save list), every element-wise op, never the
+  attention kernel.
 - ``overlap_grad_reduce`` / ``overlap_param_gather``: the data-parallel gradient reduction runs
   bucket by bucket during the backward pass of the last micro-batch, and the distributed
   optimizer's parameter all-gather during the next forward pass (Megatron-Core
@@ -110,8 +122,16 @@ class Framework:
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
     fused_elementwise: bool = True
+    tp_comm_overlap_backward: bool = True
+    selective_recompute: str = "attention"
 
     def __post_init__(self) -> None:
+        if self.selective_recompute not in SELECTIVE_RECOMPUTE:
+            raise ValidationError(
+                "training.framework.selective_recompute",
+                self.selective_recompute,
+                f"must be one of {', '.join(SELECTIVE_RECOMPUTE)}",
+            )
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise ValidationError(
                 "training.framework.attention_kernel",
@@ -168,11 +188,13 @@ class Framework:
             f"{self.zero3_gathers_per_layer}; optimizer step "
             f"{self.optimizer_bytes_per_parameter:g} B/parameter through HBM; gradient "
             f"accumulation {self.accumulation_bytes_per_parameter:g} B/parameter per micro-batch; "
-            f"attention kernel {self.attention_kernel}"
+            f"attention kernel {self.attention_kernel}; selective recompute "
+            f"{self.selective_recompute}"
         )
 
 
 ATTENTION_KERNELS = ("fused", "flash2")
+SELECTIVE_RECOMPUTE = ("attention", "op-sac")
 
 FRAMEWORK_FLAGS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Framework) if f.name not in ("name", "description")
@@ -259,7 +281,7 @@ _PRESETS = (
         grad_reduce_per_microbatch=True,
         zero3_gathers_per_layer=12,
     ),
-    dataclasses.replace(
+    _FSDP := dataclasses.replace(
         _MEGATRON_2022,
         name="fsdp",
         description=(
@@ -276,6 +298,17 @@ _PRESETS = (
         attention_kernel="flash2",
         fused_elementwise=False,
     ),
+    dataclasses.replace(
+        _FSDP,
+        name="torchtitan",
+        description=(
+            "torchtitan (PyTorch FSDP2 + DTensor TP/SP): as fsdp; selective recompute is "
+            "torch's op-level SAC (every other GEMM and all element-wise ops replayed, "
+            "attention saved); async TP overlaps the forward pass's TP collectives only"
+        ),
+        tp_comm_overlap_backward=False,
+        selective_recompute="op-sac",
+    ),
 )
 
 FRAMEWORK_PRESETS: dict[str, Framework] = {f.name: f for f in _PRESETS}
@@ -284,7 +317,6 @@ _ALIASES = {
     "megatron-core": "megatron-lm",
     "mcore": "megatron-lm",
     "megatron-bridge": "nemo",
-    "torchtitan": "fsdp",
     "llm-foundry": "fsdp",
     "megatron-deepspeed": "deepspeed",
 }

@@ -564,11 +564,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     )
     layer_fwd = _avg(dense.forward(), moe.forward(), moe_frac)
     layer_bwd = _avg(dense.backward(), moe.backward(), moe_frac)
-    layer_replay = _avg(dense.replay(full, selective), moe.replay(full, selective), moe_frac)
+    op_sac = fw.selective_recompute == "op-sac"
+    layer_replay = _avg(
+        dense.replay(full, selective, op_sac), moe.replay(full, selective, op_sac), moe_frac
+    )
     layer_comp = layer_fwd + layer_bwd + layer_replay
-    layer_gemm = _avg(dense.gemm(full), moe.gemm(full), moe_frac)
+    layer_gemm = _avg(
+        dense.gemm(full, selective, op_sac), moe.gemm(full, selective, op_sac), moe_frac
+    )
+    attention_replays = full + (0.0 if op_sac else selective)
     layer_attention = (
-        (2.0 + full + selective) * dense.attention_fwd + dense.attention_bwd - (dense.attention_fwd)
+        (2.0 + attention_replays) * dense.attention_fwd + dense.attention_bwd - dense.attention_fwd
     )  # forward, backward and replayed attention: the CP ring's budget
     qkv = dense.qkv_fwd
     fc1 = _avg(dense.fc1_fwd, moe.fc1_fwd, moe_frac)
@@ -628,14 +634,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # QKV and FC1 (under their input-gradient GEMMs when overlapped).
     wg = fw.tp_overlap_wgrad
     sg_on = fw.sp_gather_overlap
+    # torch op-level SAC replays the sequence-parallel all-gathers in front of the attention
+    # and FFN blocks (only reduce-scatter outputs are on its save list).
+    sac_gathers = 2.0 * selective if op_sac else 0.0
     ar_layer = (4.0 + 2.0 * full) * no_sp
     rs_layer = (4.0 + 2.0 * full) * sp
-    ag_layer = (6.0 + 2.0 * full) * sp
+    ag_layer = (6.0 + 2.0 * full + sac_gathers) * sp
     tp_link_layer = ar_layer * ar + rs_layer * rs + ag_layer * ag
     tp_plain_layer = no_sp * ((2.0 + 2.0 * full) * ar + _hide(ar, qkv, wg) + _hide(ar, fc1, wg)) + (
         sp
         * (
-            (4.0 + 2.0 * full) * ag
+            (4.0 + 2.0 * full + sac_gathers) * ag
             + (2.0 + 2.0 * full) * rs
             + _hide(rs, qkv, wg)
             + _hide(rs, fc1, wg)
@@ -646,6 +655,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # TP communication overlap (userbuffers): every TP collective of a layer runs under its
     # GEMMs; only what exceeds them is exposed.
     tp_overlapped = _max(tp_link_layer - layer_gemm, 0.0)
+    if fw.tp_comm_overlap and not fw.tp_comm_overlap_backward:
+        # Forward pass only (async TP): its 2 all-reduces (SP: 2 all-gathers and 2
+        # reduce-scatters) under the forward GEMMs; the backward and the replays as without.
+        fwd_link = no_sp * 2.0 * ar + sp * 2.0 * (ag + rs)
+        fwd_gemm = _avg(dense.linear_fwd, moe.linear_fwd, moe_frac)
+        tp_overlapped = tp_plain_layer - fwd_link + _max(fwd_link - fwd_gemm, 0.0)
     tp_exposed_layer = (
         tp_overlapped
         if fw.tp_comm_overlap

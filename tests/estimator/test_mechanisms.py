@@ -242,6 +242,97 @@ def test_tp_comm_overlap_hides_tp_time_but_not_link_time(gpt3: ModelSpec) -> Non
     assert any("tp_comm_overlap" in a and "framework=" in a for a in hidden.assumptions)
 
 
+def test_async_tp_overlaps_the_forward_pass_only(gpt3: ModelSpec) -> None:
+    """torchtitan's async TP hides the forward pass's TP collectives, not the backward's
+    (docs/design.md, "torchtitan"): between no overlap and Transformer Engine's overlap."""
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24, sequence_parallel=True)
+    titan = framework_preset("torchtitan")
+
+    def run(fw: Framework) -> tuple[float, float]:
+        e = estimate(
+            Scenario(gpt3, TrainingSpec(global_batch_size=1536, framework=fw), layout, a100())
+        )
+        return e.breakdown.tp_s, e.link_s["tp"]
+
+    plain, link = run(titan)
+    forward_only, link_fwd = run(titan.replace(tp_comm_overlap=True))
+    both, link_both = run(titan.replace(tp_comm_overlap=True, tp_comm_overlap_backward=True))
+    assert both < forward_only < plain
+    assert link == pytest.approx(link_fwd, rel=1e-12) == pytest.approx(link_both, rel=1e-12)
+
+
+# Llama 3 8B (Meta, "The Llama 3 Herd of Models", Table 3): 32 layers, h 4096, 32 heads,
+# 8 KV heads, SwiGLU FFN 14336.
+LLAMA3_8B = ModelSpec(
+    num_layers=32,
+    hidden_size=4096,
+    num_attention_heads=32,
+    num_query_groups=8,
+    seq_length=8192,
+    vocab_size=128256,
+    ffn_hidden_size=14336,
+    swiglu=True,
+    tied_embeddings=False,
+)
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_op_sac_replays_every_other_gemm_and_no_attention(fp8: bool) -> None:
+    """torchtitan's op-level SAC saves every other aten.mm (wq, wv, w1, w2 of wq wk wv wo w1
+    w3 w2) and SDPA; in FP8 no linear output is saved (torch._scaled_mm is not on its list)."""
+    from estimator.compute import Roofline, layer_times
+
+    roof = Roofline(
+        peak_flops=989.5e12,
+        utilization=0.6,
+        fp8_utilization=0.6,
+        fp8=fp8,
+        hbm_bytes_per_s=3.35e12,
+        gemm_traffic_factor=0.0,
+        elementwise_factor=2.0,
+    )
+    lt = layer_times(
+        LLAMA3_8B,
+        roof,
+        b=2.0,
+        t=1.0,
+        cp=1.0,
+        sp=0.0,
+        beta=2.0,
+        flash=True,
+        moe=False,
+        imbalance=1.0,
+        ep=1.0,
+    )
+    h, kv, f = 4096.0, 1024.0, 14336.0
+    # With c = 0 a GEMM's time is proportional to its FLOPs: wk + wo + w3 of the block's.
+    fraction = 1.0 if fp8 else (kv + h + f) / (2.0 * h + 2.0 * kv + 3.0 * f)
+    assert lt.sac_linear_fwd == pytest.approx(fraction * lt.linear_fwd, rel=1e-12)
+    replay = lt.replay(0.0, 1.0, op_sac=True)
+    assert replay == pytest.approx(lt.sac_linear_fwd + lt.elementwise_fwd + lt.extra_fwd, rel=1e-12)
+    assert lt.replay(0.0, 1.0) == pytest.approx(
+        lt.attention_fwd + lt.elementwise_attention_fwd, rel=1e-12
+    )
+
+
+def test_torchtitan_selective_recompute_costs_more_than_the_attention_core() -> None:
+    layout = LayoutSpec(pipeline=1, tensor=1, data=8, zero_stage=3)
+    cluster = a100()
+
+    def run(fw: str) -> float:
+        tr = TrainingSpec(
+            global_batch_size=16,
+            micro_batch_size=2,
+            recompute=Recompute.SELECTIVE,
+            precision=Precision.BF16,
+            flash_attention=True,
+            framework=fw,
+        )
+        return estimate(Scenario(LLAMA3_8B, tr, layout, cluster)).breakdown.compute_s
+
+    assert run("torchtitan") > run("fsdp")
+
+
 def test_every_preset_flag_can_be_overridden_and_unknown_flags_are_refused() -> None:
     for preset in FRAMEWORK_PRESETS.values():
         assert isinstance(preset, Framework)
@@ -409,12 +500,19 @@ def test_moe_imbalance_slows_the_expert_gemms_and_all_to_alls_are_counted() -> N
 
 
 # --- the vectorised path equals the single path, with every mechanism on --------------------------
-@pytest.mark.parametrize("framework", ["megatron-lm-2021", "megatron-lm", "nemo", "fsdp"])
+@pytest.mark.parametrize(
+    "framework", ["megatron-lm-2021", "megatron-lm", "nemo", "fsdp", "torchtitan", "async-tp"]
+)
 @pytest.mark.parametrize("precision", [Precision.BF16, Precision.FP8])
 def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
     framework: str, precision: Precision
 ) -> None:
-    training = TrainingSpec(global_batch_size=64, precision=precision, framework=framework)
+    fw = (
+        framework_preset("torchtitan").replace(tp_comm_overlap=True)
+        if framework == "async-tp"
+        else framework_preset(framework)
+    )
+    training = TrainingSpec(global_batch_size=64, precision=precision, framework=fw)
     cluster = a100(gemm_traffic_factor=0.3, fp8_utilization=0.55, peak_flops=624e12)
     rows = []
     for p, t, cp, ep, b, rc, sp, zero in itertools.product(
@@ -463,7 +561,7 @@ def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
             global_batch_size=64,
             micro_batch_size=r["b"],
             precision=precision,
-            framework=framework,
+            framework=fw,
             recompute=code_to_recompute[r["rc"]],
         )
         layout = LayoutSpec(

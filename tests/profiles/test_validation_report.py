@@ -149,7 +149,7 @@ def test_every_kind_is_summarised(report: ValidationReport) -> None:
         ({"framework": "deepspeed", "year": "2021"}, "deepspeed-2021"),
         ({"framework": "deepspeed", "year": "2022"}, "deepspeed"),
         ({"framework": "llm-foundry", "year": "2023"}, "fsdp"),
-        ({"framework": "torchtitan", "year": "2024"}, "fsdp"),
+        ({"framework": "torchtitan", "year": "2024"}, "torchtitan"),
     ],
 )
 def test_framework_and_year_select_the_preset(meta: dict[str, str], preset: str) -> None:
