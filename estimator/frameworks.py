@@ -46,6 +46,11 @@ Sources, per flag (dates from the Megatron-LM git history):
 - ``fsdp_prefetch``: ZeRO-3 / FSDP all-gathers the next layer's parameters while the current
   layer computes (Zhao et al. 2023, PyTorch FSDP §3.3 "implicit forward prefetching" and
   "backward prefetching"; DeepSpeed ZeRO-3 prefetch buckets).
+- ``fsdp_backward_prefetch``: ``pre`` (FSDP BACKWARD_PRE, FSDP2's implicit prefetch): the next
+  layer's backward gather is issued before this layer's gradient computation and hides under
+  it. ``post`` (BACKWARD_POST, Composer's default and so llm-foundry's): it is issued after,
+  so "the current reduce-scatter and the next gradient computation" overlap but the gather does
+  not (PyTorch FSDP ``BackwardPrefetch`` documentation): every backward gather is exposed.
 - ``zero3_regather_for_recompute``: with full recompute the replayed forward gathers the
   parameters again (DeepSpeed ZeRO-3 with Megatron checkpointing); FSDP reuses the backward
   gather (one unshard per layer per backward).
@@ -124,8 +129,15 @@ class Framework:
     fused_elementwise: bool = True
     tp_comm_overlap_backward: bool = True
     selective_recompute: str = "attention"
+    fsdp_backward_prefetch: str = "pre"
 
     def __post_init__(self) -> None:
+        if self.fsdp_backward_prefetch not in BACKWARD_PREFETCH:
+            raise ValidationError(
+                "training.framework.fsdp_backward_prefetch",
+                self.fsdp_backward_prefetch,
+                f"must be one of {', '.join(BACKWARD_PREFETCH)}",
+            )
         if self.selective_recompute not in SELECTIVE_RECOMPUTE:
             raise ValidationError(
                 "training.framework.selective_recompute",
@@ -194,6 +206,7 @@ class Framework:
 
 
 ATTENTION_KERNELS = ("fused", "flash2")
+BACKWARD_PREFETCH = ("pre", "post")
 SELECTIVE_RECOMPUTE = ("attention", "op-sac")
 
 FRAMEWORK_FLAGS: tuple[str, ...] = tuple(
@@ -300,6 +313,16 @@ _PRESETS = (
     ),
     dataclasses.replace(
         _FSDP,
+        name="llm-foundry",
+        description=(
+            "MosaicML llm-foundry on Composer (PyTorch FSDP1): as fsdp, with Composer's "
+            "default backward prefetch BACKWARD_POST (the next layer's gather issued after "
+            "this layer's gradients: only the reduce-scatter overlaps compute)"
+        ),
+        fsdp_backward_prefetch="post",
+    ),
+    dataclasses.replace(
+        _FSDP,
         name="torchtitan",
         description=(
             "torchtitan (PyTorch FSDP2 + DTensor TP/SP): as fsdp; selective recompute is "
@@ -317,7 +340,6 @@ _ALIASES = {
     "megatron-core": "megatron-lm",
     "mcore": "megatron-lm",
     "megatron-bridge": "nemo",
-    "llm-foundry": "fsdp",
     "megatron-deepspeed": "deepspeed",
 }
 

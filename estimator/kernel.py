@@ -787,6 +787,14 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         # layer's compute.
         rest = _max(layers - 1.0, 0.0)
         fwd = z3_gather_layer + rest * _max(z3_gather_layer - layer_fwd, 0.0)
+        if fw.fsdp_backward_prefetch == "post":
+            # FSDP BACKWARD_POST: the next layer's gather is issued after this layer's gradient
+            # computation and only its reduce-scatter overlaps the next one (PyTorch FSDP
+            # BackwardPrefetch documentation): every backward gather is exposed.
+            regathers = (1.0 + regather) * z3_gather_layer
+            bwd = layers * regathers + z3_reduce_layer
+            bwd = bwd + rest * _max(z3_reduce_layer - layer_bwd - layer_replay, 0.0)
+            return fwd + bwd
         bwd = z3_bwd_layer + rest * _max(z3_bwd_layer - layer_bwd - layer_replay, 0.0)
         return fwd + bwd
 

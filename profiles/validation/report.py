@@ -546,7 +546,7 @@ def kinds_of(run: PublishedRun) -> tuple[str, ...]:
     fw = training.software.name
     trainer = (
         "fsdp-style"
-        if fw in ("fsdp", "torchtitan")
+        if fw in ("fsdp", "torchtitan", "llm-foundry")
         else "deepspeed"
         if fw.startswith("deepspeed")
         else "megatron-style"

@@ -469,6 +469,36 @@ def test_fsdp_prefetch_hides_gathers_under_compute(gpt3: ModelSpec) -> None:
     assert link == pytest.approx(link_serial, rel=1e-12)
 
 
+def test_fsdp_backward_post_prefetch_exposes_the_backward_gathers(gpt3: ModelSpec) -> None:
+    """Composer's default BACKWARD_POST issues the next layer's gather after this layer's
+    gradient computation (PyTorch FSDP BackwardPrefetch docs): each backward gather is
+    exposed, the reduce-scatter still hides; the on-link time is the same."""
+    layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
+    pre = framework_preset("fsdp")
+    post = framework_preset("llm-foundry")
+    assert post.fsdp_backward_prefetch == "post" and pre.fsdp_backward_prefetch == "pre"
+
+    def run(fw: Framework) -> tuple[float, float, float]:
+        tr = TrainingSpec(global_batch_size=1536, micro_batch_size=4, framework=fw)
+        e = estimate(Scenario(gpt3, tr, layout, a100()))
+        gather = next(
+            c
+            for c in e.collectives
+            if c.kind is TrafficKind.DP and c.op is Collective.ALL_GATHER and c.calls_per_iteration
+        )
+        return e.breakdown.dp_s, e.link_s["dp"], gather.time_per_call_s
+
+    dp_pre, link_pre, _ = run(pre)
+    dp_post, link_post, gather_s = run(post)
+    assert link_post == pytest.approx(link_pre, rel=1e-12)
+    layers, m = 96, 1
+    # The backward gathers alone (FSDP reuses them for the replay), all exposed, at least.
+    assert dp_post >= m * layers * gather_s
+    assert dp_post > dp_pre
+    with pytest.raises(ValidationError):
+        pre.replace(fsdp_backward_prefetch="sideways")
+
+
 # --- MoE ------------------------------------------------------------------------------------------
 MOE = ModelSpec(
     num_layers=8,
@@ -501,7 +531,8 @@ def test_moe_imbalance_slows_the_expert_gemms_and_all_to_alls_are_counted() -> N
 
 # --- the vectorised path equals the single path, with every mechanism on --------------------------
 @pytest.mark.parametrize(
-    "framework", ["megatron-lm-2021", "megatron-lm", "nemo", "fsdp", "torchtitan", "async-tp"]
+    "framework",
+    ["megatron-lm-2021", "megatron-lm", "nemo", "fsdp", "llm-foundry", "torchtitan", "async-tp"],
 )
 @pytest.mark.parametrize("precision", [Precision.BF16, Precision.FP8])
 def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(

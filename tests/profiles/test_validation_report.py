@@ -148,7 +148,7 @@ def test_every_kind_is_summarised(report: ValidationReport) -> None:
         ({"framework": "megatron-bridge", "year": "2025"}, "nemo"),
         ({"framework": "deepspeed", "year": "2021"}, "deepspeed-2021"),
         ({"framework": "deepspeed", "year": "2022"}, "deepspeed"),
-        ({"framework": "llm-foundry", "year": "2023"}, "fsdp"),
+        ({"framework": "llm-foundry", "year": "2023"}, "llm-foundry"),
         ({"framework": "torchtitan", "year": "2024"}, "torchtitan"),
     ],
 )
