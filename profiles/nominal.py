@@ -28,6 +28,7 @@ per-module gathers latency-bound at scale (docs/design.md §6).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -221,12 +222,33 @@ def nominal_curve_set(name: str) -> CurveSet:
     return CurveSet(nominal_curves(name), nominal=True)
 
 
+# Clusters of published runs whose network differs from the DGX nominal profiles, built the same
+# way from what the source states (used by `commest validate`, never stored as profiles).
+PUBLISHED_CLUSTERS: dict[str, NominalSpec] = {
+    spec.name: spec
+    for spec in (
+        dataclasses.replace(
+            NOMINAL_SPECS["dgx-a100-nominal"],
+            name="jean-zay-a100-nominal",
+            # BLOOM's training README ("Hardware"): 48 nodes of 8 A100 80GB with NVLink within
+            # a node and 4 Omni-Path 100 Gb/s links per node: 400 Gb/s per node = 6.25 GB/s
+            # per GPU per direction.
+            nic_gbps=6.25,
+            description=(
+                "Jean Zay A100 partition as BLOOM's README states it: 8× A100 80GB per node, "
+                "NVLink within a node, 4× Omni-Path 100 Gb/s per node."
+            ),
+        ),
+    )
+}
+
+
 def _spec(name: str) -> NominalSpec:
-    try:
-        return NOMINAL_SPECS[name]
-    except KeyError:
+    spec = NOMINAL_SPECS.get(name) or PUBLISHED_CLUSTERS.get(name)
+    if spec is None:
         known = ", ".join(sorted(NOMINAL_SPECS))
-        raise NotFoundError(f"no nominal profile {name!r}; known: {known}") from None
+        raise NotFoundError(f"no nominal profile {name!r}; known: {known}")
+    return spec
 
 
 def nominal_bandwidth(name: str) -> ProfileBandwidth:

@@ -38,3 +38,16 @@ def test_all_reduce_keeps_its_latency() -> None:
     """NCCL's all-reduce runs as a tree across nodes at scale: no per-rank ring latency."""
     small = _call_ms(Collective.ALL_REDUCE, 1536, 192, 8.0)
     assert small < 0.1
+
+
+def test_bloom_runs_are_priced_on_the_network_their_source_states() -> None:
+    """BLOOM's README: 4 Omni-Path 100 Gb/s links per node of 8 A100s (not DGX A100's 8 HDR
+    200 Gb/s): the cross-node ring busbw is 8 x 6.25 GB/s x the attainable fraction."""
+    from profiles.nominal import IB_FRACTION, NOMINAL_SPECS, PUBLISHED_CLUSTERS
+    from profiles.validation.report import SOURCE_CLUSTER, _bandwidth
+
+    assert SOURCE_CLUSTER["bigscience_bloom"] in PUBLISHED_CLUSTERS
+    assert not set(PUBLISHED_CLUSTERS) & set(NOMINAL_SPECS)  # never stored as a profile
+    bw = _bandwidth("a100-sxm4-80gb", "bigscience_bloom")
+    busbw = float(bw.busbw_gbps(TrafficKind.DP, Collective.ALL_GATHER, 64, 8, 2.0**33))
+    assert busbw == pytest.approx(8 * 6.25 * IB_FRACTION, rel=0.02)
