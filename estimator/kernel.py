@@ -666,6 +666,39 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         if fw.tp_comm_overlap
         else _where(lay.overlap_tp, tp_overlapped, tp_plain_layer)
     )
+    # MoE layers under SP (Megatron-Core's all-to-all token dispatcher): the MLP block has no
+    # SP gather/scatter of its own; after the all-to-all the routed tokens (top-k copies) are
+    # all-gathered over the TP group and reduce-scattered before the way back, as plain
+    # collectives on the compute stream (no userbuffers): one of each forward, backward and in
+    # a full replay. ``moe_tp`` holds the per-layer (link, exposed) change for a MoE layer.
+    moe_ag = moe_rs = _NEVER
+    mlp_ag_count: Num = 0.0
+    if moe_frac and _any(sp):
+        routed = float(model.moe_top_k) * s_act
+        moe_ag = pricer.time(TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, routed, sp)
+        moe_rs = pricer.time(TrafficKind.TP, Collective.REDUCE_SCATTER, t, ctx.nodes_tp, routed, sp)
+        dispatch = sp * (2.0 + full) * (moe_ag[1] + moe_rs[1])
+        mlp_ag_count = sp * (3.0 + full + 0.5 * sac_gathers)
+        mlp_link = mlp_ag_count * ag + sp * (2.0 + full) * rs
+        mlp_plain = sp * (
+            (2.0 + full + 0.5 * sac_gathers) * ag
+            + (1.0 + full) * rs
+            + _hide(rs, fc1, wg)
+            + _hide(ag, fc1, sg_on)
+        )
+        moe_plain = tp_plain_layer - mlp_plain
+        if fw.tp_comm_overlap and not fw.tp_comm_overlap_backward:
+            attn_fwd_link = no_sp * 2.0 * ar + sp * (ag + rs)
+            moe_overlapped = moe_plain - attn_fwd_link + _max(attn_fwd_link - dense.linear_fwd, 0.0)
+        else:
+            moe_overlapped = _max(tp_link_layer - mlp_link - layer_gemm, 0.0)
+        moe_exposed = (
+            moe_overlapped
+            if fw.tp_comm_overlap
+            else _where(lay.overlap_tp, moe_overlapped, moe_plain)
+        )
+        tp_exposed_layer = _avg(tp_exposed_layer, moe_exposed + dispatch, moe_frac)
+        tp_link_layer = _avg(tp_link_layer, tp_link_layer - mlp_link + dispatch, moe_frac)
     # The logit layer (last stage): input-gradient all-reduce (SP: gather forward,
     # reduce-scatter and re-gather backward); the embedding (first stage): its output
     # all-reduce (SP: reduce-scatter forward, all-gather backward).
@@ -936,7 +969,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         nt,
         s_act,
         tp_rs,
-        layers_pace * rs_layer + sp * (with_logits + with_emb),
+        layers_pace * (rs_layer - moe_frac * _times(sp, 2.0 + full))
+        + sp * (with_logits + with_emb),
         True,
     )
     rec(
@@ -946,9 +980,13 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         nt,
         s_act,
         tp_ag,
-        layers_pace * ag_layer + sp * (2.0 * with_logits + with_emb),
+        layers_pace * (ag_layer - moe_frac * mlp_ag_count) + sp * (2.0 * with_logits + with_emb),
         True,
     )
+    moe_calls = layers_pace * moe_frac * sp * (2.0 + full)
+    routed_bytes = float(model.moe_top_k) * s_act
+    rec(tpk, Collective.ALL_GATHER, t, nt, routed_bytes, moe_ag, moe_calls, True)
+    rec(tpk, Collective.REDUCE_SCATTER, t, nt, routed_bytes, moe_rs, moe_calls, True)
     rec(
         TrafficKind.CP,
         Collective.ALL_GATHER,

@@ -529,6 +529,28 @@ def test_moe_imbalance_slows_the_expert_gemms_and_all_to_alls_are_counted() -> N
         TrainingSpec(global_batch_size=64, moe_capacity_factor=0.5)
 
 
+def test_moe_dispatcher_gathers_the_routed_tokens_over_tp_and_does_not_overlap_them() -> None:
+    """Megatron-Core's all-to-all dispatcher (core_v0.10.0 token_dispatcher.py): with TP the
+    routed tokens (top-k copies) are all-gathered over the TP group after the all-to-all and
+    reduce-scattered before the way back, forward, backward and in a full replay; the MLP
+    block's own SP gather/scatter is gone. Plain collectives: not hidden by TP overlap."""
+    layout = LayoutSpec(pipeline=1, tensor=2, data=4, expert_parallel=4, sequence_parallel=True)
+    tr = TrainingSpec(global_batch_size=64, framework="nemo")
+    e = estimate(Scenario(MOE, tr, layout, a100()))
+    m, layers, full = 64 // 4, 8, 1
+    s_act = 2.0 * 1 * 4096 * 4096  # bf16 · b · s · h
+    routed = [
+        c
+        for c in e.collectives
+        if c.kind is TrafficKind.TP and c.size_bytes == pytest.approx(2 * s_act)
+    ]
+    assert {c.op for c in routed} == {Collective.ALL_GATHER, Collective.REDUCE_SCATTER}
+    for c in routed:
+        assert c.calls_per_iteration == m * layers * (2 + full)
+    # nemo overlaps the attention block's TP collectives; the dispatcher's stay exposed.
+    assert e.breakdown.tp_s >= sum(c.link_time_s for c in routed) * (1 - 1e-12)
+
+
 # --- the vectorised path equals the single path, with every mechanism on --------------------------
 @pytest.mark.parametrize(
     "framework",
