@@ -29,6 +29,7 @@ from estimator.compute import Roofline, layer_times, logits_s, logits_wgrad_s
 from estimator.flops import (
     attention_core_forward_flops,
     embedding_parameters,
+    layer_forward_flops,
     layer_parameters,
     logit_forward_flops,
     megatron_parameters,
@@ -226,7 +227,12 @@ def evaluate(
         result = _detailed(ctx, roof, bandwidth)
     forward, logits, core = _iteration_flops(model, ctx.gb * ctx.s)
     model_flops = 3.0 * forward
-    replay_total = ctx.full * (forward - logits) + ctx.selective * ctx.l * core
+    if training.software.selective_recompute == "op-sac":
+        fp8 = training.precision is Precision.FP8
+        selective_replay = _op_sac_replay_flops(model, ctx.gb * ctx.s, fp8)
+    else:
+        selective_replay = ctx.l * core
+    replay_total = ctx.full * (forward - logits) + ctx.selective * selective_replay
     result.model_flops = float(model_flops)
     result.hardware_flops = model_flops + replay_total
     result.memory = _memory(
@@ -251,6 +257,26 @@ def _iteration_flops(model: ModelSpec, tokens: float) -> tuple[float, float, flo
         float(logit_forward_flops(model, tokens)),
         float(attention_core_forward_flops(model, tokens, float(model.seq_length))),
     )
+
+
+def _op_sac_replay_flops(model: ModelSpec, tokens: float, fp8: bool) -> float:
+    """Forward FLOPs torch's op-level SAC replays (docs/design.md §4.4): per layer wk, wo and
+    w3 (or w2) of the block's GEMMs, every linear GEMM in FP8; never the attention core."""
+    h, kv, s = float(model.hidden_size), float(model.kv_hidden), float(model.seq_length)
+    total = 0.0
+    moe_layers = float(model.num_moe_layers)
+    for moe, count in ((False, float(model.num_layers) - moe_layers), (True, moe_layers)):
+        if not count:
+            continue
+        if fp8:
+            core = attention_core_forward_flops(model, tokens, s)
+            per_layer = float(layer_forward_flops(model, tokens, s, moe=moe)) - float(core)
+        else:
+            f = float(model.expert_ffn if moe else model.ffn)
+            copies = float(model.moe_top_k) if moe else 1.0
+            per_layer = 2.0 * tokens * h * (kv + h + copies * f)
+        total += count * per_layer
+    return total
 
 
 @functools.lru_cache(maxsize=256)

@@ -333,6 +333,22 @@ def test_torchtitan_selective_recompute_costs_more_than_the_attention_core() -> 
     assert run("torchtitan") > run("fsdp")
 
 
+def test_op_sac_hardware_flops_count_the_replayed_gemms() -> None:
+    """HFU's FLOPs under op-level SAC: wk + wo + w3 of every layer, once more (BF16)."""
+    tr = TrainingSpec(
+        global_batch_size=16,
+        micro_batch_size=2,
+        recompute=Recompute.SELECTIVE,
+        precision=Precision.BF16,
+        framework="torchtitan",
+    )
+    layout = LayoutSpec(pipeline=1, tensor=1, data=8, zero_stage=3)
+    e = estimate(Scenario(LLAMA3_8B, tr, layout, a100()))
+    tokens = 16 * 8192.0
+    replayed = 32 * 2.0 * tokens * 4096.0 * (1024.0 + 4096.0 + 14336.0)
+    assert e.hardware_flops - e.model_flops == pytest.approx(replayed, rel=1e-12)
+
+
 def test_every_preset_flag_can_be_overridden_and_unknown_flags_are_refused() -> None:
     for preset in FRAMEWORK_PRESETS.values():
         assert isinstance(preset, Framework)
