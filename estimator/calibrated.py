@@ -36,10 +36,10 @@ FITTED_COMPUTE: dict[str, FittedCompute] = {
         source=f"{_SUBSET} (Megatron-LM SC21 Table 1, A100)",
     ),
     "h100": FittedCompute(
-        utilization=0.6266,
+        utilization=0.6294,
         memory_traffic_factor=2.6373,
         gemm_traffic_factor=0.0,
-        fp8_utilization=0.6431,
+        fp8_utilization=0.6561,
         source=f"{_SUBSET} (γ and c from SC21 Table 1; u and u8 from the dense DGX Cloud "
         "benchmarking runs, H100)",
     ),

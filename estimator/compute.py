@@ -135,6 +135,8 @@ class LayerTimes:
     qkv_fwd: Num
     fc1_fwd: Num
     extra_fwd: Num = 0.0  # MoE router, token permutation, FP8 casts (HBM-bound, per pass)
+    # torch op-level selective checkpointing (torchtitan): the linear-GEMM time it replays.
+    sac_linear_fwd: Num = 0.0
 
     def forward(self) -> Num:
         return self.linear_fwd + self.attention_fwd + self.elementwise_fwd + self.extra_fwd
@@ -147,13 +149,21 @@ class LayerTimes:
             + 2.0 * self.extra_fwd
         )
 
-    def replay(self, full: Num, selective: Num) -> Num:
-        """The recomputed forward: all of it (full) or the attention core (selective)."""
+    def replay(self, full: Num, selective: Num, op_sac: bool = False) -> Num:
+        """The recomputed forward: all of it (full) or, selective, the attention core
+        (Korthikanti et al. 2022) or with ``op_sac`` torch's op-level policy: every non-GEMM
+        op and the GEMMs it does not save, never the attention kernel (docs/design.md,
+        "torchtitan")."""
+        if op_sac:
+            sac = self.sac_linear_fwd + self.elementwise_fwd + self.extra_fwd
+            return full * self.forward() + selective * sac
         core = self.attention_fwd + self.elementwise_attention_fwd
         return full * self.forward() + selective * core
 
-    def gemm(self, full: Num) -> Num:
+    def gemm(self, full: Num, selective: Num = 0.0, op_sac: bool = False) -> Num:
         """GEMM time of one micro-batch (forward, backward, replay): TP overlap's budget."""
+        if op_sac:
+            return (3.0 + full) * self.linear_fwd + selective * self.sac_linear_fwd
         return (3.0 + full) * self.linear_fwd
 
 
@@ -192,6 +202,10 @@ def layer_times(
 
     qkv = lin((h + 2.0 * kv) / t, h)
     proj = lin(h, h / t)
+    # torchtitan's op-level SAC saves every other aten.mm of a block, in execution order
+    # wq, wk, wv, wo, w1, (w3,) w2: it replays wk, wo and w3 (gated) or w2 (ungated). FP8
+    # linears run torch._scaled_mm, which the policy does not save: all are replayed.
+    sac_attention = lin(kv / t, h) + proj
     cast_elements = tokens * (h + (h + 2.0 * kv) / t) + tokens * (h / t + h)
     extra: Num = 0.0 * tokens
     gated = 2.0 if model.swiglu else 1.0
@@ -202,6 +216,7 @@ def layer_times(
         rows = imbalance * ep * tokens * float(model.moe_top_k) / e  # tokens per local expert
         fc1 = lin(gated * f_e / t, h, local, rows)
         fc2 = lin(h, f_e / t, local, rows)
+        sac_ffn = lin(f_e / t, h, local, rows) if model.swiglu else fc2
         router = gemm_s(roof, tokens, e, h, operand_bytes=beta, peak=hi_peak, utilization=u)
         # Permute before dispatch and un-permute after combine: read + write each token copy.
         permute_bytes = 2.0 * 2.0 * tokens * float(model.moe_top_k) * h * beta
@@ -211,6 +226,7 @@ def layer_times(
         f = float(model.ffn)
         fc1 = lin(gated * f / t, h)
         fc2 = lin(h, f / t)
+        sac_ffn = lin(f / t, h) if model.swiglu else fc2
         cast_elements = cast_elements + tokens * (h + gated * f / t + f / t + h)
     if fp8:
         extra = extra + roof.stream_s(FP8_CAST_BYTES * cast_elements)
@@ -267,6 +283,7 @@ def layer_times(
         qkv_fwd=qkv,
         fc1_fwd=fc1,
         extra_fwd=extra,
+        sac_linear_fwd=(qkv + proj + fc1 + fc2) if fp8 else sac_attention + sac_ffn,
     )
 
 

@@ -348,8 +348,14 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
         f"recompute={tr.recompute.value}: "
         + {
             Recompute.FULL: "every layer's forward is replayed, with its TP collectives",
-            Recompute.SELECTIVE: "the attention core (Q·Kᵀ, softmax, attention·V) is replayed "
-            "(Korthikanti et al. 2022)",
+            Recompute.SELECTIVE: (
+                "torch's op-level SAC: every other GEMM of a block (all linears in FP8), the "
+                "element-wise ops and the SP all-gathers feeding them are replayed, attention is "
+                "saved"
+                if fw.selective_recompute == "op-sac"
+                else "the attention core (Q·Kᵀ, softmax, attention·V) is replayed "
+                "(Korthikanti et al. 2022)"
+            ),
             Recompute.NONE: "nothing is replayed",
         }[tr.recompute],
         "FlashAttention: fused attention, causal (half the score blocks), backward 2.5x the "

@@ -22,6 +22,18 @@ Sources, per flag (dates from the Megatron-LM git history):
 - ``tp_comm_overlap``: TP all-gathers/reduce-scatters split into chunks and pipelined with the
   GEMMs, forward and backward (Transformer Engine userbuffers; NeMo ``tp_comm_overlap``,
   Megatron-Core ``--tp-comm-overlap``, Oct. 2023).
+- ``tp_comm_overlap_backward``: whether ``tp_comm_overlap`` also covers the backward pass and
+  replays. PyTorch's async TP (torch.compile's micro-pipelined all-gather-matmul and
+  matmul-reduce-scatter, as torchtitan runs it) is announced as a forward-pass gain (up to
+  29 % forward, ~8 % end to end: "[Distributed w/ TorchTitan] Introducing Async Tensor
+  Parallelism in PyTorch", PyTorch dev-discuss, 2024); the torchtitan preset overlaps the
+  forward pass only.
+- ``selective_recompute``: what ``recompute: selective`` replays. ``attention``: the attention
+  core (Korthikanti et al. 2022 §5). ``op-sac``: torch's op-level selective checkpointing as
+  torchtitan configures it (``parallelize_llama.py``: save the outputs of ``aten.mm`` and SDPA
+  except every second ``mm``, recompute everything else): half the block's GEMMs (all of them
+  in FP8, whose ``_scaled_mm`` is not on the save list), every element-wise op, never the
+  attention kernel.
 - ``overlap_grad_reduce`` / ``overlap_param_gather``: the data-parallel gradient reduction runs
   bucket by bucket during the backward pass of the last micro-batch, and the distributed
   optimizer's parameter all-gather during the next forward pass (Megatron-Core
@@ -34,6 +46,11 @@ Sources, per flag (dates from the Megatron-LM git history):
 - ``fsdp_prefetch``: ZeRO-3 / FSDP all-gathers the next layer's parameters while the current
   layer computes (Zhao et al. 2023, PyTorch FSDP §3.3 "implicit forward prefetching" and
   "backward prefetching"; DeepSpeed ZeRO-3 prefetch buckets).
+- ``fsdp_backward_prefetch``: ``pre`` (FSDP BACKWARD_PRE, FSDP2's implicit prefetch): the next
+  layer's backward gather is issued before this layer's gradient computation and hides under
+  it. ``post`` (BACKWARD_POST, Composer's default and so llm-foundry's): it is issued after,
+  so "the current reduce-scatter and the next gradient computation" overlap but the gather does
+  not (PyTorch FSDP ``BackwardPrefetch`` documentation): every backward gather is exposed.
 - ``zero3_regather_for_recompute``: with full recompute the replayed forward gathers the
   parameters again (DeepSpeed ZeRO-3 with Megatron checkpointing); FSDP reuses the backward
   gather (one unshard per layer per backward).
@@ -110,8 +127,23 @@ class Framework:
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
     fused_elementwise: bool = True
+    tp_comm_overlap_backward: bool = True
+    selective_recompute: str = "attention"
+    fsdp_backward_prefetch: str = "pre"
 
     def __post_init__(self) -> None:
+        if self.fsdp_backward_prefetch not in BACKWARD_PREFETCH:
+            raise ValidationError(
+                "training.framework.fsdp_backward_prefetch",
+                self.fsdp_backward_prefetch,
+                f"must be one of {', '.join(BACKWARD_PREFETCH)}",
+            )
+        if self.selective_recompute not in SELECTIVE_RECOMPUTE:
+            raise ValidationError(
+                "training.framework.selective_recompute",
+                self.selective_recompute,
+                f"must be one of {', '.join(SELECTIVE_RECOMPUTE)}",
+            )
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise ValidationError(
                 "training.framework.attention_kernel",
@@ -168,11 +200,14 @@ class Framework:
             f"{self.zero3_gathers_per_layer}; optimizer step "
             f"{self.optimizer_bytes_per_parameter:g} B/parameter through HBM; gradient "
             f"accumulation {self.accumulation_bytes_per_parameter:g} B/parameter per micro-batch; "
-            f"attention kernel {self.attention_kernel}"
+            f"attention kernel {self.attention_kernel}; selective recompute "
+            f"{self.selective_recompute}"
         )
 
 
 ATTENTION_KERNELS = ("fused", "flash2")
+BACKWARD_PREFETCH = ("pre", "post")
+SELECTIVE_RECOMPUTE = ("attention", "op-sac")
 
 FRAMEWORK_FLAGS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(Framework) if f.name not in ("name", "description")
@@ -259,7 +294,7 @@ _PRESETS = (
         grad_reduce_per_microbatch=True,
         zero3_gathers_per_layer=12,
     ),
-    dataclasses.replace(
+    _FSDP := dataclasses.replace(
         _MEGATRON_2022,
         name="fsdp",
         description=(
@@ -276,6 +311,27 @@ _PRESETS = (
         attention_kernel="flash2",
         fused_elementwise=False,
     ),
+    dataclasses.replace(
+        _FSDP,
+        name="llm-foundry",
+        description=(
+            "MosaicML llm-foundry on Composer (PyTorch FSDP1): as fsdp, with Composer's "
+            "default backward prefetch BACKWARD_POST (the next layer's gather issued after "
+            "this layer's gradients: only the reduce-scatter overlaps compute)"
+        ),
+        fsdp_backward_prefetch="post",
+    ),
+    dataclasses.replace(
+        _FSDP,
+        name="torchtitan",
+        description=(
+            "torchtitan (PyTorch FSDP2 + DTensor TP/SP): as fsdp; selective recompute is "
+            "torch's op-level SAC (every other GEMM and all element-wise ops replayed, "
+            "attention saved); async TP overlaps the forward pass's TP collectives only"
+        ),
+        tp_comm_overlap_backward=False,
+        selective_recompute="op-sac",
+    ),
 )
 
 FRAMEWORK_PRESETS: dict[str, Framework] = {f.name: f for f in _PRESETS}
@@ -284,8 +340,6 @@ _ALIASES = {
     "megatron-core": "megatron-lm",
     "mcore": "megatron-lm",
     "megatron-bridge": "nemo",
-    "torchtitan": "fsdp",
-    "llm-foundry": "fsdp",
     "megatron-deepspeed": "deepspeed",
 }
 

@@ -30,6 +30,7 @@ from estimator.compute import Roofline, layer_times, logits_s, logits_wgrad_s
 from estimator.flops import (
     attention_core_forward_flops,
     embedding_parameters,
+    layer_forward_flops,
     layer_parameters,
     logit_forward_flops,
     megatron_parameters,
@@ -235,7 +236,12 @@ def evaluate(
         result = _detailed(ctx, roof, bandwidth)
     forward, logits, core = _iteration_flops(model, ctx.gb * ctx.s)
     model_flops = 3.0 * forward
-    replay_total = ctx.full * (forward - logits) + ctx.selective * ctx.l * core
+    if training.software.selective_recompute == "op-sac":
+        fp8 = training.precision is Precision.FP8
+        selective_replay = _op_sac_replay_flops(model, ctx.gb * ctx.s, fp8)
+    else:
+        selective_replay = ctx.l * core
+    replay_total = ctx.full * (forward - logits) + ctx.selective * selective_replay
     result.model_flops = float(model_flops)
     result.hardware_flops = model_flops + replay_total
     result.memory = _memory(
@@ -260,6 +266,26 @@ def _iteration_flops(model: ModelSpec, tokens: float) -> tuple[float, float, flo
         float(logit_forward_flops(model, tokens)),
         float(attention_core_forward_flops(model, tokens, float(model.seq_length))),
     )
+
+
+def _op_sac_replay_flops(model: ModelSpec, tokens: float, fp8: bool) -> float:
+    """Forward FLOPs torch's op-level SAC replays (docs/design.md §4.4): per layer wk, wo and
+    w3 (or w2) of the block's GEMMs, every linear GEMM in FP8; never the attention core."""
+    h, kv, s = float(model.hidden_size), float(model.kv_hidden), float(model.seq_length)
+    total = 0.0
+    moe_layers = float(model.num_moe_layers)
+    for moe, count in ((False, float(model.num_layers) - moe_layers), (True, moe_layers)):
+        if not count:
+            continue
+        if fp8:
+            core = attention_core_forward_flops(model, tokens, s)
+            per_layer = float(layer_forward_flops(model, tokens, s, moe=moe)) - float(core)
+        else:
+            f = float(model.expert_ffn if moe else model.ffn)
+            copies = float(model.moe_top_k) if moe else 1.0
+            per_layer = 2.0 * tokens * h * (kv + h + copies * f)
+        total += count * per_layer
+    return total
 
 
 @functools.lru_cache(maxsize=256)
@@ -588,11 +614,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     )
     layer_fwd = _avg(dense.forward(), moe.forward(), moe_frac)
     layer_bwd = _avg(dense.backward(), moe.backward(), moe_frac)
-    layer_replay = _avg(dense.replay(full, selective), moe.replay(full, selective), moe_frac)
+    op_sac = fw.selective_recompute == "op-sac"
+    layer_replay = _avg(
+        dense.replay(full, selective, op_sac), moe.replay(full, selective, op_sac), moe_frac
+    )
     layer_comp = layer_fwd + layer_bwd + layer_replay
-    layer_gemm = _avg(dense.gemm(full), moe.gemm(full), moe_frac)
+    layer_gemm = _avg(
+        dense.gemm(full, selective, op_sac), moe.gemm(full, selective, op_sac), moe_frac
+    )
+    attention_replays = full + (0.0 if op_sac else selective)
     layer_attention = (
-        (2.0 + full + selective) * dense.attention_fwd + dense.attention_bwd - (dense.attention_fwd)
+        (2.0 + attention_replays) * dense.attention_fwd + dense.attention_bwd - dense.attention_fwd
     )  # forward, backward and replayed attention: the CP ring's budget
     qkv = dense.qkv_fwd
     fc1 = _avg(dense.fc1_fwd, moe.fc1_fwd, moe_frac)
@@ -652,14 +684,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # QKV and FC1 (under their input-gradient GEMMs when overlapped).
     wg = fw.tp_overlap_wgrad
     sg_on = fw.sp_gather_overlap
+    # torch op-level SAC replays the sequence-parallel all-gathers in front of the attention
+    # and FFN blocks (only reduce-scatter outputs are on its save list).
+    sac_gathers = 2.0 * selective if op_sac else 0.0
     ar_layer = (4.0 + 2.0 * full) * no_sp
     rs_layer = (4.0 + 2.0 * full) * sp
-    ag_layer = (6.0 + 2.0 * full) * sp
+    ag_layer = (6.0 + 2.0 * full + sac_gathers) * sp
     tp_link_layer = ar_layer * ar + rs_layer * rs + ag_layer * ag
     tp_plain_layer = no_sp * ((2.0 + 2.0 * full) * ar + _hide(ar, qkv, wg) + _hide(ar, fc1, wg)) + (
         sp
         * (
-            (4.0 + 2.0 * full) * ag
+            (4.0 + 2.0 * full + sac_gathers) * ag
             + (2.0 + 2.0 * full) * rs
             + _hide(rs, qkv, wg)
             + _hide(rs, fc1, wg)
@@ -670,11 +705,50 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # TP communication overlap (userbuffers): every TP collective of a layer runs under its
     # GEMMs; only what exceeds them is exposed.
     tp_overlapped = _max(tp_link_layer - layer_gemm, 0.0)
+    if fw.tp_comm_overlap and not fw.tp_comm_overlap_backward:
+        # Forward pass only (async TP): its 2 all-reduces (SP: 2 all-gathers and 2
+        # reduce-scatters) under the forward GEMMs; the backward and the replays as without.
+        fwd_link = no_sp * 2.0 * ar + sp * 2.0 * (ag + rs)
+        fwd_gemm = _avg(dense.linear_fwd, moe.linear_fwd, moe_frac)
+        tp_overlapped = tp_plain_layer - fwd_link + _max(fwd_link - fwd_gemm, 0.0)
     tp_exposed_layer = (
         tp_overlapped
         if fw.tp_comm_overlap
         else _where(lay.overlap_tp, tp_overlapped, tp_plain_layer)
     )
+    # MoE layers under SP (Megatron-Core's all-to-all token dispatcher): the MLP block has no
+    # SP gather/scatter of its own; after the all-to-all the routed tokens (top-k copies) are
+    # all-gathered over the TP group and reduce-scattered before the way back, as plain
+    # collectives on the compute stream (no userbuffers): one of each forward, backward and in
+    # a full replay. ``moe_tp`` holds the per-layer (link, exposed) change for a MoE layer.
+    moe_ag = moe_rs = _NEVER
+    mlp_ag_count: Num = 0.0
+    if moe_frac and _any(sp):
+        routed = float(model.moe_top_k) * s_act
+        moe_ag = pricer.time(TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, routed, sp)
+        moe_rs = pricer.time(TrafficKind.TP, Collective.REDUCE_SCATTER, t, ctx.nodes_tp, routed, sp)
+        dispatch = sp * (2.0 + full) * (moe_ag[1] + moe_rs[1])
+        mlp_ag_count = sp * (3.0 + full + 0.5 * sac_gathers)
+        mlp_link = mlp_ag_count * ag + sp * (2.0 + full) * rs
+        mlp_plain = sp * (
+            (2.0 + full + 0.5 * sac_gathers) * ag
+            + (1.0 + full) * rs
+            + _hide(rs, fc1, wg)
+            + _hide(ag, fc1, sg_on)
+        )
+        moe_plain = tp_plain_layer - mlp_plain
+        if fw.tp_comm_overlap and not fw.tp_comm_overlap_backward:
+            attn_fwd_link = no_sp * 2.0 * ar + sp * (ag + rs)
+            moe_overlapped = moe_plain - attn_fwd_link + _max(attn_fwd_link - dense.linear_fwd, 0.0)
+        else:
+            moe_overlapped = _max(tp_link_layer - mlp_link - layer_gemm, 0.0)
+        moe_exposed = (
+            moe_overlapped
+            if fw.tp_comm_overlap
+            else _where(lay.overlap_tp, moe_overlapped, moe_plain)
+        )
+        tp_exposed_layer = _avg(tp_exposed_layer, moe_exposed + dispatch, moe_frac)
+        tp_link_layer = _avg(tp_link_layer, tp_link_layer - mlp_link + dispatch, moe_frac)
     # The logit layer (last stage): input-gradient all-reduce (SP: gather forward,
     # reduce-scatter and re-gather backward); the embedding (first stage): its output
     # all-reduce (SP: reduce-scatter forward, all-gather backward).
@@ -719,8 +793,11 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     pp_link = pp_count * pp_send[1] + pp_gather * ag
 
     # --- data parallel ---------------------------------------------------------------------
+    # Once per iteration: ZeRO-1, and ZeRO-2/3 when the trainer accumulates before reducing.
+    # Every micro-batch: ZeRO-2 as one whole-stage reduce-scatter; ZeRO-3 layer by layer
+    # (``z3_rs`` below), so it is not charged here a second time.
     rs_once = z1 + (z2 + z3) * (1.0 - per_mb)
-    rs_each = (z2 + z3) * per_mb
+    rs_each = z2 * per_mb
     dp_groups = ((dense_gpu, dense_shard), (expert_gpu, expert_shard))
     dp_ar = [
         pricer.time(
@@ -793,6 +870,14 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         # layer's compute.
         rest = _max(layers - 1.0, 0.0)
         fwd = z3_gather_layer + rest * _max(z3_gather_layer - layer_fwd, 0.0)
+        if fw.fsdp_backward_prefetch == "post":
+            # FSDP BACKWARD_POST: the next layer's gather is issued after this layer's gradient
+            # computation and only its reduce-scatter overlaps the next one (PyTorch FSDP
+            # BackwardPrefetch documentation): every backward gather is exposed.
+            regathers = (1.0 + regather) * z3_gather_layer
+            bwd = layers * regathers + z3_reduce_layer
+            bwd = bwd + rest * _max(z3_reduce_layer - layer_bwd - layer_replay, 0.0)
+            return fwd + bwd
         bwd = z3_bwd_layer + rest * _max(z3_bwd_layer - layer_bwd - layer_replay, 0.0)
         return fwd + bwd
 
@@ -934,7 +1019,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         nt,
         s_act,
         tp_rs,
-        layers_pace * rs_layer + sp * (with_logits + with_emb),
+        layers_pace * (rs_layer - moe_frac * _times(sp, 2.0 + full))
+        + sp * (with_logits + with_emb),
         True,
     )
     rec(
@@ -944,9 +1030,13 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         nt,
         s_act,
         tp_ag,
-        layers_pace * ag_layer + sp * (2.0 * with_logits + with_emb),
+        layers_pace * (ag_layer - moe_frac * mlp_ag_count) + sp * (2.0 * with_logits + with_emb),
         True,
     )
+    moe_calls = layers_pace * moe_frac * sp * (2.0 + full)
+    routed_bytes = float(model.moe_top_k) * s_act
+    rec(tpk, Collective.ALL_GATHER, t, nt, routed_bytes, moe_ag, moe_calls, True)
+    rec(tpk, Collective.REDUCE_SCATTER, t, nt, routed_bytes, moe_rs, moe_calls, True)
     rec(
         TrafficKind.CP,
         Collective.ALL_GATHER,

@@ -345,6 +345,24 @@ _HOPPER_NOTE = (
     "FP32 67 TFLOPS (the H100 whitepaper's dense table gives 494.7 / 989.4 / 1978.9 at boost)"
 )
 
+# The H100s of Meta's Grand Teton hosts (torchtitan's published benchmarks): "the actual peak
+# TFLOPs number is between SXM and NVL, and we don't know its exact value" (torchtitan
+# benchmarks/llama3_h100_202412_torchtitan.md, footnote 2). We take the midpoint of the two
+# datasheet figures; the true value lies within ±8.5 % of it. H100 NVL datasheet (with
+# sparsity): TF32 835*, BF16/FP16 1,671*, FP8 3,341*; FP32 60 TFLOPS.
+_H100_NVL_FLOPS = {
+    Precision.FP32: 60 * _TERA,
+    Precision.TF32: 417.5 * _TERA,
+    Precision.FP16: 835.5 * _TERA,
+    Precision.BF16: 835.5 * _TERA,
+    Precision.FP8: 1670.5 * _TERA,
+}
+_GRAND_TETON_FLOPS = {k: (_HOPPER_FLOPS[k] + _H100_NVL_FLOPS[k]) / 2.0 for k in _HOPPER_FLOPS}
+_GRAND_TETON_NOTE = (
+    "96 GB HBM2e, 2.4 TB/s, 500 W; peak between H100 SXM and H100 NVL (the source's words), "
+    "taken as the midpoint of their dense datasheet figures (BF16 912.5, FP8 1,824.75 TFLOPS)"
+)
+
 GPU_PRESETS: dict[str, GpuPreset] = {
     p.key: p
     for p in (
@@ -384,6 +402,18 @@ GPU_PRESETS: dict[str, GpuPreset] = {
             memory_bytes=80 * _GB,
             peak_flops=dict(_HOPPER_FLOPS),
             source="NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: " + _HOPPER_NOTE + "; 80 GB",
+        ),
+        GpuPreset(
+            key="h100-hbm2e-96gb-500w",
+            flash2_efficiency=0.5,  # Hopper (Shah et al. 2024)
+            # torchtitan benchmarks (benchmarks/llama3_h100_202412_torchtitan.md, Grand Teton
+            # hosts): "96GB HBM2e with 2.4 TB/sec peak memory bandwidth", "500W power limit".
+            memory_bandwidth_gbps=2400.0,
+            name="NVIDIA H100 96GB HBM2e at 500 W (Meta Grand Teton)",
+            memory_bytes=96 * _GB,
+            peak_flops=dict(_GRAND_TETON_FLOPS),
+            source="torchtitan Llama 3 H100 benchmarks (Dec. 2024, June 2025), hardware section: "
+            + _GRAND_TETON_NOTE,
         ),
         GpuPreset(
             key="h200-sxm-141gb",

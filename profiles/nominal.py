@@ -17,11 +17,18 @@ Attainable fractions of link rate (stated once, applied to every figure):
   ~96-97%, NCCL over IB a few points less.
 
 Latencies α are typical NCCL small-message times (our assumption, order of magnitude, not a
-vendor figure): they only shape the curves below ~1 MiB.
+vendor figure): they only shape the curves below ~1 MiB. Across nodes, all-gather and
+reduce-scatter run as rings (NCCL's only algorithm for them before 2.23), whose latency grows
+with the ring's length: NCCL's own cost model (``ncclTopoTuneModel``, ring with the Simple
+protocol of large messages) charges a base of 8.4 µs plus 3.4 µs per NVLink step and 9.6 µs
+per network step, n − 1 steps of which nodes − 1 cross the network. At hundreds of ranks that
+is milliseconds per call (1,536 ranks on 192 nodes: 6.4 ms), which is what makes ZeRO-3's
+per-module gathers latency-bound at scale (docs/design.md §6).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -52,6 +59,17 @@ LATENCY_US: dict[Collective, tuple[float, float]] = {
     Collective.ALLTOALL: (10.0, 25.0),
     Collective.SENDRECV: (6.0, 8.0),
 }
+
+# NCCL's ring model, Simple protocol (see the module docstring): base and per-step latency, µs.
+RING_BASE_US = 8.4
+RING_NVLINK_STEP_US = 3.4
+RING_NET_STEP_US = 9.6
+
+
+def ring_latency_us(ranks: int, nodes: int) -> float:
+    """NCCL's modelled latency of a ring all-gather / reduce-scatter across ``nodes`` nodes."""
+    steps, net_steps = ranks - 1, nodes - 1
+    return RING_BASE_US + (steps - net_steps) * RING_NVLINK_STEP_US + net_steps * RING_NET_STEP_US
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +182,8 @@ def _peak_busbw_gbps(spec: NominalSpec, op: Collective, ranks: int, nodes: int) 
 def _curve(spec: NominalSpec, op: Collective, ranks: int, nodes: int) -> RunCurve:
     peak = _peak_busbw_gbps(spec, op, ranks, nodes)
     alpha = LATENCY_US[op][0 if nodes == 1 else 1]
+    if nodes > 1 and op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+        alpha = max(alpha, ring_latency_us(ranks, nodes))
     fit = AlphaBetaFit(alpha_us=alpha, beta_gbps=peak / float(bus_factor(op, float(ranks))))
     points = [(size, float(fit.time_us(size)), False) for size in SIZES_BYTES]
     label = (
@@ -202,12 +222,33 @@ def nominal_curve_set(name: str) -> CurveSet:
     return CurveSet(nominal_curves(name), nominal=True)
 
 
+# Clusters of published runs whose network differs from the DGX nominal profiles, built the same
+# way from what the source states (used by `commest validate`, never stored as profiles).
+PUBLISHED_CLUSTERS: dict[str, NominalSpec] = {
+    spec.name: spec
+    for spec in (
+        dataclasses.replace(
+            NOMINAL_SPECS["dgx-a100-nominal"],
+            name="jean-zay-a100-nominal",
+            # BLOOM's training README ("Hardware"): 48 nodes of 8 A100 80GB with NVLink within
+            # a node and 4 Omni-Path 100 Gb/s links per node: 400 Gb/s per node = 6.25 GB/s
+            # per GPU per direction.
+            nic_gbps=6.25,
+            description=(
+                "Jean Zay A100 partition as BLOOM's README states it: 8× A100 80GB per node, "
+                "NVLink within a node, 4× Omni-Path 100 Gb/s per node."
+            ),
+        ),
+    )
+}
+
+
 def _spec(name: str) -> NominalSpec:
-    try:
-        return NOMINAL_SPECS[name]
-    except KeyError:
+    spec = NOMINAL_SPECS.get(name) or PUBLISHED_CLUSTERS.get(name)
+    if spec is None:
         known = ", ".join(sorted(NOMINAL_SPECS))
-        raise NotFoundError(f"no nominal profile {name!r}; known: {known}") from None
+        raise NotFoundError(f"no nominal profile {name!r}; known: {known}")
+    return spec
 
 
 def nominal_bandwidth(name: str) -> ProfileBandwidth:

@@ -391,7 +391,14 @@ def load_runs(text: str | None = None) -> tuple[list[PublishedRun], list[Exclude
     return runs, excluded
 
 
-def _bandwidth(gpu: str) -> BandwidthProvider:
+# Sources whose cluster network differs from the DGX nominal profile of their GPU, and the
+# curves built from what the source states instead (profiles.nominal.PUBLISHED_CLUSTERS).
+SOURCE_CLUSTER = {"bigscience_bloom": "jean-zay-a100-nominal"}
+
+
+def _bandwidth(gpu: str, source: str = "") -> BandwidthProvider:
+    if source in SOURCE_CLUSTER:
+        return _nominal(SOURCE_CLUSTER[source])
     family = "h100" if gpu.startswith(("h100", "h200")) else "a100"
     return _nominal(NOMINAL_PROFILE[family])
 
@@ -420,7 +427,7 @@ def scenario_for(
         gpus_per_node=8,
         peak_flops=gpu.peak_flops[precision],
         utilization=utilization,
-        bandwidth=bandwidth or _bandwidth(run.gpu),
+        bandwidth=bandwidth or _bandwidth(run.gpu, run.source),
         gpu_memory_bytes=gpu.memory_bytes,
         memory_bandwidth_gbps=gpu.memory_bandwidth_gbps,
         memory_traffic_factor=memory_traffic_factor,
@@ -546,7 +553,7 @@ def kinds_of(run: PublishedRun) -> tuple[str, ...]:
     fw = training.software.name
     trainer = (
         "fsdp-style"
-        if fw == "fsdp"
+        if fw in ("fsdp", "torchtitan", "llm-foundry")
         else "deepspeed"
         if fw.startswith("deepspeed")
         else "megatron-style"

@@ -242,6 +242,113 @@ def test_tp_comm_overlap_hides_tp_time_but_not_link_time(gpt3: ModelSpec) -> Non
     assert any("tp_comm_overlap" in a and "framework=" in a for a in hidden.assumptions)
 
 
+def test_async_tp_overlaps_the_forward_pass_only(gpt3: ModelSpec) -> None:
+    """torchtitan's async TP hides the forward pass's TP collectives, not the backward's
+    (docs/design.md, "torchtitan"): between no overlap and Transformer Engine's overlap."""
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24, sequence_parallel=True)
+    titan = framework_preset("torchtitan")
+
+    def run(fw: Framework) -> tuple[float, float]:
+        e = estimate(
+            Scenario(gpt3, TrainingSpec(global_batch_size=1536, framework=fw), layout, a100())
+        )
+        return e.breakdown.tp_s, e.link_s["tp"]
+
+    plain, link = run(titan)
+    forward_only, link_fwd = run(titan.replace(tp_comm_overlap=True))
+    both, link_both = run(titan.replace(tp_comm_overlap=True, tp_comm_overlap_backward=True))
+    assert both < forward_only < plain
+    assert link == pytest.approx(link_fwd, rel=1e-12) == pytest.approx(link_both, rel=1e-12)
+
+
+# Llama 3 8B (Meta, "The Llama 3 Herd of Models", Table 3): 32 layers, h 4096, 32 heads,
+# 8 KV heads, SwiGLU FFN 14336.
+LLAMA3_8B = ModelSpec(
+    num_layers=32,
+    hidden_size=4096,
+    num_attention_heads=32,
+    num_query_groups=8,
+    seq_length=8192,
+    vocab_size=128256,
+    ffn_hidden_size=14336,
+    swiglu=True,
+    tied_embeddings=False,
+)
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_op_sac_replays_every_other_gemm_and_no_attention(fp8: bool) -> None:
+    """torchtitan's op-level SAC saves every other aten.mm (wq, wv, w1, w2 of wq wk wv wo w1
+    w3 w2) and SDPA; in FP8 no linear output is saved (torch._scaled_mm is not on its list)."""
+    from estimator.compute import Roofline, layer_times
+
+    roof = Roofline(
+        peak_flops=989.5e12,
+        utilization=0.6,
+        fp8_utilization=0.6,
+        fp8=fp8,
+        hbm_bytes_per_s=3.35e12,
+        gemm_traffic_factor=0.0,
+        elementwise_factor=2.0,
+    )
+    lt = layer_times(
+        LLAMA3_8B,
+        roof,
+        b=2.0,
+        t=1.0,
+        cp=1.0,
+        sp=0.0,
+        beta=2.0,
+        flash=True,
+        moe=False,
+        imbalance=1.0,
+        ep=1.0,
+    )
+    h, kv, f = 4096.0, 1024.0, 14336.0
+    # With c = 0 a GEMM's time is proportional to its FLOPs: wk + wo + w3 of the block's.
+    fraction = 1.0 if fp8 else (kv + h + f) / (2.0 * h + 2.0 * kv + 3.0 * f)
+    assert lt.sac_linear_fwd == pytest.approx(fraction * lt.linear_fwd, rel=1e-12)
+    replay = lt.replay(0.0, 1.0, op_sac=True)
+    assert replay == pytest.approx(lt.sac_linear_fwd + lt.elementwise_fwd + lt.extra_fwd, rel=1e-12)
+    assert lt.replay(0.0, 1.0) == pytest.approx(
+        lt.attention_fwd + lt.elementwise_attention_fwd, rel=1e-12
+    )
+
+
+def test_torchtitan_selective_recompute_costs_more_than_the_attention_core() -> None:
+    layout = LayoutSpec(pipeline=1, tensor=1, data=8, zero_stage=3)
+    cluster = a100()
+
+    def run(fw: str) -> float:
+        tr = TrainingSpec(
+            global_batch_size=16,
+            micro_batch_size=2,
+            recompute=Recompute.SELECTIVE,
+            precision=Precision.BF16,
+            flash_attention=True,
+            framework=fw,
+        )
+        return estimate(Scenario(LLAMA3_8B, tr, layout, cluster)).breakdown.compute_s
+
+    assert run("torchtitan") > run("fsdp")
+
+
+def test_op_sac_hardware_flops_count_the_replayed_gemms() -> None:
+    """HFU's FLOPs under op-level SAC: wk + wo + w3 of every layer, once more (BF16)."""
+    tr = TrainingSpec(
+        global_batch_size=16,
+        micro_batch_size=2,
+        recompute=Recompute.SELECTIVE,
+        precision=Precision.BF16,
+        framework="torchtitan",
+    )
+    layout = LayoutSpec(pipeline=1, tensor=1, data=8, zero_stage=3)
+    e = estimate(Scenario(LLAMA3_8B, tr, layout, a100()))
+    tokens = 16 * 8192.0
+    replayed = 32 * 2.0 * tokens * 4096.0 * (1024.0 + 4096.0 + 14336.0)
+    assert e.hardware_flops - e.model_flops == pytest.approx(replayed, rel=1e-12)
+
+
 def test_every_preset_flag_can_be_overridden_and_unknown_flags_are_refused() -> None:
     for preset in FRAMEWORK_PRESETS.values():
         assert isinstance(preset, Framework)
@@ -342,6 +449,27 @@ def test_zero3_gathers_every_layer_per_micro_batch_forward_and_backward(gpt3: Mo
     )
 
 
+def test_zero3_gradients_are_reduce_scattered_once_per_layer_not_again_per_stage(
+    gpt3: ModelSpec,
+) -> None:
+    """ZeRO-3 reduce-scatters each layer's gradients after its backward (Rajbhandari et al.
+    2020 §5.3); no second, whole-stage reduce-scatter per micro-batch (the ZeRO-2 one)."""
+    layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
+    tr = TrainingSpec(global_batch_size=1536, micro_batch_size=2, framework="deepspeed-2021")
+    e = estimate(Scenario(gpt3, tr, layout, a100()))
+    scatters = [
+        c
+        for c in e.collectives
+        if c.kind is TrafficKind.DP and c.op is Collective.REDUCE_SCATTER and c.calls_per_iteration
+    ]
+    m, layers = 2, 96
+    per_module = framework_preset("deepspeed-2021").zero3_gathers_per_layer
+    assert sum(c.calls_per_iteration for c in scatters) == m * layers * per_module
+    # The gradient bytes reduce-scattered per iteration: the model's, once per micro-batch.
+    grad_bytes = sum(c.calls_per_iteration * c.size_bytes for c in scatters)
+    assert grad_bytes == pytest.approx(m * 2.0 * e.gpu_parameters, rel=0.02)
+
+
 def test_fsdp_prefetch_hides_gathers_under_compute(gpt3: ModelSpec) -> None:
     layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
     fw = framework_preset("fsdp")
@@ -355,6 +483,36 @@ def test_fsdp_prefetch_hides_gathers_under_compute(gpt3: ModelSpec) -> None:
     serial, link_serial = dp(fw.replace(fsdp_prefetch=False))
     assert prefetched < serial
     assert link == pytest.approx(link_serial, rel=1e-12)
+
+
+def test_fsdp_backward_post_prefetch_exposes_the_backward_gathers(gpt3: ModelSpec) -> None:
+    """Composer's default BACKWARD_POST issues the next layer's gather after this layer's
+    gradient computation (PyTorch FSDP BackwardPrefetch docs): each backward gather is
+    exposed, the reduce-scatter still hides; the on-link time is the same."""
+    layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
+    pre = framework_preset("fsdp")
+    post = framework_preset("llm-foundry")
+    assert post.fsdp_backward_prefetch == "post" and pre.fsdp_backward_prefetch == "pre"
+
+    def run(fw: Framework) -> tuple[float, float, float]:
+        tr = TrainingSpec(global_batch_size=1536, micro_batch_size=4, framework=fw)
+        e = estimate(Scenario(gpt3, tr, layout, a100()))
+        gather = next(
+            c
+            for c in e.collectives
+            if c.kind is TrafficKind.DP and c.op is Collective.ALL_GATHER and c.calls_per_iteration
+        )
+        return e.breakdown.dp_s, e.link_s["dp"], gather.time_per_call_s
+
+    dp_pre, link_pre, _ = run(pre)
+    dp_post, link_post, gather_s = run(post)
+    assert link_post == pytest.approx(link_pre, rel=1e-12)
+    layers, m = 96, 1
+    # The backward gathers alone (FSDP reuses them for the replay), all exposed, at least.
+    assert dp_post >= m * layers * gather_s
+    assert dp_post > dp_pre
+    with pytest.raises(ValidationError):
+        pre.replace(fsdp_backward_prefetch="sideways")
 
 
 # --- MoE ------------------------------------------------------------------------------------------
@@ -387,13 +545,43 @@ def test_moe_imbalance_slows_the_expert_gemms_and_all_to_alls_are_counted() -> N
         TrainingSpec(global_batch_size=64, moe_capacity_factor=0.5)
 
 
+def test_moe_dispatcher_gathers_the_routed_tokens_over_tp_and_does_not_overlap_them() -> None:
+    """Megatron-Core's all-to-all dispatcher (core_v0.10.0 token_dispatcher.py): with TP the
+    routed tokens (top-k copies) are all-gathered over the TP group after the all-to-all and
+    reduce-scattered before the way back, forward, backward and in a full replay; the MLP
+    block's own SP gather/scatter is gone. Plain collectives: not hidden by TP overlap."""
+    layout = LayoutSpec(pipeline=1, tensor=2, data=4, expert_parallel=4, sequence_parallel=True)
+    tr = TrainingSpec(global_batch_size=64, framework="nemo")
+    e = estimate(Scenario(MOE, tr, layout, a100()))
+    m, layers, full = 64 // 4, 8, 1
+    s_act = 2.0 * 1 * 4096 * 4096  # bf16 · b · s · h
+    routed = [
+        c
+        for c in e.collectives
+        if c.kind is TrafficKind.TP and c.size_bytes == pytest.approx(2 * s_act)
+    ]
+    assert {c.op for c in routed} == {Collective.ALL_GATHER, Collective.REDUCE_SCATTER}
+    for c in routed:
+        assert c.calls_per_iteration == m * layers * (2 + full)
+    # nemo overlaps the attention block's TP collectives; the dispatcher's stay exposed.
+    assert e.breakdown.tp_s >= sum(c.link_time_s for c in routed) * (1 - 1e-12)
+
+
 # --- the vectorised path equals the single path, with every mechanism on --------------------------
-@pytest.mark.parametrize("framework", ["megatron-lm-2021", "megatron-lm", "nemo", "fsdp"])
+@pytest.mark.parametrize(
+    "framework",
+    ["megatron-lm-2021", "megatron-lm", "nemo", "fsdp", "llm-foundry", "torchtitan", "async-tp"],
+)
 @pytest.mark.parametrize("precision", [Precision.BF16, Precision.FP8])
 def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
     framework: str, precision: Precision
 ) -> None:
-    training = TrainingSpec(global_batch_size=64, precision=precision, framework=framework)
+    fw = (
+        framework_preset("torchtitan").replace(tp_comm_overlap=True)
+        if framework == "async-tp"
+        else framework_preset(framework)
+    )
+    training = TrainingSpec(global_batch_size=64, precision=precision, framework=fw)
     cluster = a100(gemm_traffic_factor=0.3, fp8_utilization=0.55, peak_flops=624e12)
     rows = []
     for p, t, cp, ep, b, rc, sp, zero in itertools.product(
@@ -442,7 +630,7 @@ def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
             global_batch_size=64,
             micro_batch_size=r["b"],
             precision=precision,
-            framework=framework,
+            framework=fw,
             recompute=code_to_recompute[r["rc"]],
         )
         layout = LayoutSpec(

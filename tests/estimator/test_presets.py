@@ -62,6 +62,7 @@ def test_all_requested_presets_exist() -> None:
         "a100-sxm4-40gb",
         "a100-sxm4-80gb",
         "h100-sxm5-80gb",
+        "h100-hbm2e-96gb-500w",
         "h200-sxm-141gb",
         "rtx-3090",
     }
