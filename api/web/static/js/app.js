@@ -118,13 +118,11 @@ function App() {
             action=${action} layoutFixed=${tab === "plan"} onSubmit=${() => action && runView(tab)} /></aside>`
         : null}
       <main>
-        ${tab === "estimate" ? html`<${EstimateView} state=${views.estimate} />` : null}
-        ${tab === "timeline" ? html`<${TimelineView} state=${views.timeline} />` : null}
-        ${tab === "traffic" ? html`<${TrafficView} state=${views.traffic} level=${level} setLevel=${changeLevel} />` : null}
-        ${tab === "plan"
-          ? html`<${PlanView} scenario=${scenario} profile=${profile} state=${views.plan}
-              run=${(extra) => runView("plan", scenario, extra)} onLoad=${loadLayout} />`
-          : null}
+        <div hidden=${tab !== "estimate"}><${EstimateView} state=${views.estimate} /></div>
+        <div hidden=${tab !== "timeline"}><${TimelineView} state=${views.timeline} /></div>
+        <div hidden=${tab !== "traffic"}><${TrafficView} state=${views.traffic} level=${level} setLevel=${changeLevel} /></div>
+        <div hidden=${tab !== "plan"}><${PlanView} scenario=${scenario} profile=${profile} state=${views.plan}
+          run=${(extra) => runView("plan", scenario, extra)} onLoad=${loadLayout} /></div>
         <div hidden=${tab !== "profiles"}><${ProfilesView} profiles=${catalog.profiles} active=${tab === "profiles"} /></div>
       </main>
     </div>`;

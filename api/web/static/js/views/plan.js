@@ -2,6 +2,7 @@
 import { html, useState } from "../lib.js";
 import { bytes, num, seconds, signedSeconds } from "../format.js";
 import { ErrorBox, Busy, Notes, color, label } from "../common.js";
+import { gpuCount } from "../scenario.js";
 
 export const TIE = 0.03; // layouts within 3 % of a group's fastest are near-ties
 
@@ -61,7 +62,7 @@ function Compare({ a, b }) {
 export function PlanView({ scenario, profile, state, run, onLoad }) {
   const perNode = profile ? profile.gpus_per_node : 8;
   const [form, setForm] = useState({
-    gpus: 64,
+    gpus: gpuCount(scenario) || 64,
     top_k: 20,
     headroom: 10,
     tensorInNode: true,
@@ -130,6 +131,6 @@ export function PlanView({ scenario, profile, state, run, onLoad }) {
           </tbody>`)}
         </table>
         <${Notes} warnings=${plan.warnings} assumptions=${plan.assumptions} />`
-      : null}
+      : !state.busy && !state.error ? html`<p class="muted">Give a GPU count and press “Rank layouts”: every valid (p, t, d) layout is estimated and the fastest are listed; “Estimate this” opens one in the Estimate tab.</p>` : null}
   </div>`;
 }

@@ -128,8 +128,7 @@ export function TrafficView({ state, level, setLevel }) {
     <${ErrorBox} error=${error} />
     ${m
       ? html`
-        <p class="muted small">${num(m.gpus)} GPUs, ${m.gpus_per_node} per node; ${m.algorithm} algorithm; colour = the largest kind in the cell, darker = more bytes (log scale).
-          ${network ? `Values: bytes per iteration ÷ iteration time (${m.iteration_time_s.toFixed(3)} s).` : "Values: bytes per iteration."}</p>
+        <p class="muted small">${num(m.gpus)} GPUs, ${m.gpus_per_node} per node; ${m.algorithm} algorithm; colour = the largest kind in the cell, darker = more bytes (log scale). ${network ? `Values: bytes per iteration ÷ iteration time (${m.iteration_time_s.toFixed(3)} s).` : "Values: bytes per iteration."}</p>
         <div class="traffic">
           <${Heatmap} m=${m} cells=${cells} network=${network} onHover=${setHovered} />
           <div class="traffic-side">
