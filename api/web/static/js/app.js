@@ -3,7 +3,7 @@
 import { html, render, useEffect, useRef, useState } from "./lib.js";
 import { api } from "./api.js";
 import { ErrorBox } from "./common.js";
-import { ScenarioForm, defaultScenario, modelBody, requestBody } from "./scenario.js";
+import { ScenarioForm, defaultScenario, gpuCount, modelBody, requestBody } from "./scenario.js";
 import { EstimateView } from "./views/estimate.js";
 import { TimelineView } from "./views/timeline.js";
 import { TrafficView } from "./views/traffic.js";
@@ -17,6 +17,7 @@ const TABS = [
   ["plan", "Plan", null],
   ["profiles", "Profiles", null],
 ];
+const AUTO_GPU_LEVEL = 128; // "auto" draws GPU by GPU up to this many GPUs, else node by node
 const idle = { result: null, error: null, busy: false, key: null };
 const tabFromHash = () => {
   const h = location.hash.replace("#", "");
@@ -29,7 +30,7 @@ function App() {
   const [catalogError, setCatalogError] = useState(null);
   const [scenario, setScenario] = useState(defaultScenario);
   const [views, setViews] = useState({ estimate: idle, timeline: idle, traffic: idle, plan: idle });
-  const [level, setLevel] = useState("node");
+  const [level, setLevel] = useState("auto");
   const seq = useRef({});
 
   useEffect(() => {
@@ -59,7 +60,11 @@ function App() {
     }
     const body = requestBody(s);
     if (view === "timeline") return ["/v1/timelines", body];
-    if (view === "traffic") return ["/v1/traffic-matrices", { ...body, format: "json", level: extra?.level || level }];
+    if (view === "traffic") {
+      const chosen = extra?.level || level;
+      const auto = gpuCount(s) <= AUTO_GPU_LEVEL ? "gpu" : "node";
+      return ["/v1/traffic-matrices", { ...body, format: "json", level: chosen === "auto" ? auto : chosen }];
+    }
     return ["/v1/estimates", body];
   };
 

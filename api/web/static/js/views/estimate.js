@@ -59,10 +59,10 @@ export function EstimateResult({ result: r }) {
       <h3>Where the iteration time goes <small class="muted">(seconds per iteration; exposed, after overlap)</small></h3>
       <${StackedBar} parts=${terms} format=${seconds} testid="breakdown" />
       <p class="ratios">
-        communication ratio <strong data-testid="comm-ratio">${pct(r.ratios.communication)}</strong>
-        · bubble ratio <strong>${pct(r.ratios.bubble)}</strong>
-        · ${num(r.parameters / 1e9, 2)} B parameters (${num(r.parameters_per_gpu / 1e9, 3)} B per GPU)
-        · ${r.framework.name}, ${r.fidelity} fidelity
+        <span>communication ratio <strong data-testid="comm-ratio">${pct(r.ratios.communication)}</strong></span>
+        <span>bubble ratio <strong>${pct(r.ratios.bubble)}</strong></span>
+        <span>${num(r.parameters / 1e9, 2)} B parameters (${num(r.parameters_per_gpu / 1e9, 3)} B per GPU)</span>
+        <span>${r.framework.name} framework, ${r.fidelity} fidelity</span>
       </p>
     </section>
     <section>

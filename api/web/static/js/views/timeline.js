@@ -30,7 +30,7 @@ function ticks(max) {
 
 export function Timeline({ data: t }) {
   const span = t.makespan_s || Math.max(...t.events.map((e) => e.end_s), 0) || 1;
-  const x = (s) => GUTTER + ((WIDTH - GUTTER - 8) * s) / span;
+  const x = (s) => GUTTER + ((WIDTH - GUTTER - 28) * s) / span;
   const stages = t.pipeline_stages;
   const height = stages * LANE + AXIS;
   const kinds = [...new Set(t.events.map((e) => e.kind))];
@@ -39,7 +39,7 @@ export function Timeline({ data: t }) {
       aria-label=${`pipeline timeline of ${stages} stages`}>
       ${Array.from({ length: stages }, (_, i) => html`
         <text x=${GUTTER - 8} y=${i * LANE + LANE / 2 + 4} text-anchor="end" class="lane-label">stage ${i}</text>
-        <rect x=${GUTTER} y=${i * LANE + 2} width=${WIDTH - GUTTER - 8} height=${LANE - 4} class="lane" />`)}
+        <rect x=${GUTTER} y=${i * LANE + 2} width=${WIDTH - GUTTER - 28} height=${LANE - 4} class="lane" />`)}
       ${t.events.map((e) => {
         const w = Math.max(x(e.end_s) - x(e.start_s), 0.5);
         const y = e.stage * LANE + 3;

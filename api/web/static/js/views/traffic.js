@@ -48,6 +48,16 @@ function Heatmap({ m, cells, network, onHover }) {
       g.fillRect(c.dst * cell, c.src * cell, Math.max(cell, 1), Math.max(cell, 1));
     }
     g.globalAlpha = 1;
+    if (cell >= 56) {
+      // big cells carry their figure
+      g.fillStyle = "#111";
+      g.font = "12px system-ui, sans-serif";
+      g.textAlign = "center";
+      g.textBaseline = "middle";
+      for (const c of cells.values()) {
+        if (c.total > 0) g.fillText(network ? gbps(c.total) : bytes(c.total), (c.dst + 0.5) * cell, (c.src + 0.5) * cell);
+      }
+    }
     // node boundaries
     const per = m.level === "node" ? 1 : m.gpus_per_node;
     const nodes = Math.ceil(size / per);
@@ -118,6 +128,7 @@ export function TrafficView({ state, level, setLevel }) {
   return html`<div data-testid="traffic-view">
     <div class="toolbar">
       <label>level <select value=${level} data-testid="traffic-level" onChange=${(e) => setLevel(e.currentTarget.value)}>
+        <option value="auto" selected=${level === "auto"}>auto (GPUs up to 128, else nodes)</option>
         <option value="node" selected=${level === "node"}>node × node</option>
         <option value="gpu" selected=${level === "gpu"}>GPU × GPU</option>
       </select></label>
