@@ -43,7 +43,8 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, server: Server) -> Iterator[Page]:
-    """A fresh page (its own session storage) at 1400×1000; uncaught script errors fail it."""
+    """A fresh page (its own session storage) at 1400×1000; an uncaught script error or a
+    Content-Security-Policy violation fails the test."""
     context = browser.new_context(
         viewport={"width": 1400, "height": 1000}, base_url=server.base_url
     )
@@ -51,9 +52,15 @@ def page(browser: Browser, server: Server) -> Iterator[Page]:
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.on(
+        "console",
+        lambda message: (
+            errors.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     yield opened
     context.close()
-    assert not errors, f"uncaught errors in the page: {errors}"
+    assert not errors, f"uncaught errors or CSP violations in the page: {errors}"
 
 
 @pytest.fixture(scope="module")

@@ -240,6 +240,36 @@ def test_the_pipeline_timeline_draws_a_lane_per_stage(page: Page) -> None:
     assert first_x[0] < first_x[1]
 
 
+def test_a_truncated_timeline_closes_the_gap_and_marks_it(page: Page) -> None:
+    fixture = json.loads(TIMELINE.read_text(encoding="utf-8"))
+    elided_s, cut_s = 0.5, 0.2  # pretend 0.5 s of steady state was left out at 0.2 s
+    for event in fixture["events"]:
+        event["after_gap"] = event["start_s"] >= cut_s
+        if event["after_gap"]:
+            event["start_s"] += elided_s
+            event["end_s"] += elided_s
+    fixture.update(truncated=True, elided_microbatches=16, elided_s=elided_s)
+    body = json.dumps(fixture)
+    page.route(
+        "**/v1/timelines",
+        lambda route: route.fulfill(status=200, content_type="application/json", body=body),
+    )
+    open_page(page, "timeline")
+    svg = page.get_by_test_id("timeline")
+    expect(svg.locator("g.ev rect")).to_have_count(len(fixture["events"]))
+    expect(page.get_by_test_id("timeline-gap")).to_have_count(1)
+    expect(page.get_by_test_id("timeline-view")).to_contain_text("16 steady-state micro-batches")
+    # drawn without the gap: the last block ends at the right edge, not 0.5 s further
+    widths = svg.locator("rect.lane").first.evaluate(
+        "r => r.x.baseVal.value + r.width.baseVal.value"
+    )
+    last_end = max(
+        float(r.get_attribute("x") or "nan") + float(r.get_attribute("width") or "nan")
+        for r in svg.locator("g.ev rect").all()
+    )
+    assert math.isclose(last_end, widths, rel_tol=1e-6)
+
+
 def test_the_timeline_view_uses_the_servers_endpoint(page: Page, server: Server) -> None:
     open_page(page)
     fill_scenario(page, SMALL)

@@ -28,12 +28,23 @@ function ticks(max) {
   return out;
 }
 
+/**
+ * Drawn time of an event: a truncated schedule elides steady-state micro-batches, and events
+ * after the gap (`after_gap`) are drawn `elided_s` earlier to close it (POST /v1/timelines).
+ */
+const drawn = (t, e, s) => (e.after_gap && t.elided_s ? s - t.elided_s : s);
+
 export function Timeline({ data: t }) {
-  const span = t.makespan_s || Math.max(...t.events.map((e) => e.end_s), 0) || 1;
+  const ends = t.events.map((e) => drawn(t, e, e.end_s));
+  const span = Math.max(...ends, 0) || t.makespan_s || 1;
   const x = (s) => GUTTER + ((WIDTH - GUTTER - 28) * s) / span;
   const stages = t.pipeline_stages;
   const height = stages * LANE + AXIS;
   const kinds = [...new Set(t.events.map((e) => e.kind))];
+  const after = t.events.filter((e) => e.after_gap);
+  const gap = after.length && t.elided_s ? Math.min(...after.map((e) => drawn(t, e, e.start_s))) : null;
+  // a tick after the gap is labelled with the real time it stands for
+  const real = (s) => (gap !== null && s > gap ? s + t.elided_s : s);
   return html`
     <svg class="timeline" data-testid="timeline" viewBox=${`0 0 ${WIDTH} ${height}`} role="img"
       aria-label=${`pipeline timeline of ${stages} stages`}>
@@ -41,19 +52,25 @@ export function Timeline({ data: t }) {
         <text x=${GUTTER - 8} y=${i * LANE + LANE / 2 + 4} text-anchor="end" class="lane-label">stage ${i}</text>
         <rect x=${GUTTER} y=${i * LANE + 2} width=${WIDTH - GUTTER - 28} height=${LANE - 4} class="lane" />`)}
       ${t.events.map((e) => {
-        const w = Math.max(x(e.end_s) - x(e.start_s), 0.5);
+        const x0 = x(drawn(t, e, e.start_s));
+        const w = Math.max(x(drawn(t, e, e.end_s)) - x0, 0.5);
         const y = e.stage * LANE + 3;
         const mb = e.microbatch === null || e.microbatch === undefined ? "" : String(e.microbatch);
+        const chunk = e.chunk !== null && e.chunk !== undefined && t.virtual_stages > 1 ? ` · chunk ${e.chunk}` : "";
         return html`<g class=${`ev ${e.kind}`}>
-          <rect x=${x(e.start_s)} y=${y} width=${w} height=${LANE - 6} fill=${KIND_COLORS[e.kind] || "#999"}>
-            <title>${`stage ${e.stage} · ${e.kind}${mb ? ` · micro-batch ${mb}` : ""}${e.chunk !== null && e.chunk !== undefined ? ` · chunk ${e.chunk}` : ""}\n${seconds(e.start_s)} → ${seconds(e.end_s)} (${seconds(e.end_s - e.start_s)})`}</title>
+          <rect x=${x0} y=${y} width=${w} height=${LANE - 6} fill=${KIND_COLORS[e.kind] || "#999"}>
+            <title>${`stage ${e.stage} · ${e.kind.replace("_", " ")}${mb ? ` · micro-batch ${mb}` : ""}${chunk}\n${seconds(e.start_s)} → ${seconds(e.end_s)} (${seconds(e.end_s - e.start_s)})`}</title>
           </rect>
-          ${mb && w > 8 + 6 * mb.length ? html`<text x=${x(e.start_s) + w / 2} y=${y + LANE / 2 + 1} text-anchor="middle" class="mb">${mb}</text>` : null}
+          ${mb && w > 8 + 6 * mb.length ? html`<text x=${x0 + w / 2} y=${y + LANE / 2 + 1} text-anchor="middle" class="mb">${mb}</text>` : null}
         </g>`;
       })}
+      ${gap !== null
+        ? html`<g class="gap" data-testid="timeline-gap"><line x1=${x(gap)} x2=${x(gap)} y1="0" y2=${stages * LANE} />
+            <title>${`${t.elided_microbatches} micro-batches elided here (${seconds(t.elided_s)} of steady state)`}</title></g>`
+        : null}
       ${ticks(span).map((s) => html`<g class="tick">
         <line x1=${x(s)} x2=${x(s)} y1=${stages * LANE} y2=${stages * LANE + 5} />
-        <text x=${x(s)} y=${stages * LANE + 18} text-anchor="middle">${seconds(s)}</text></g>`)}
+        <text x=${x(s)} y=${stages * LANE + 18} text-anchor="middle">${seconds(real(s))}</text></g>`)}
     </svg>
     <ul class="inline-legend">${kinds.map((k) => html`<li><span class="swatch" style=${{ background: KIND_COLORS[k] || "#999" }}></span>${k.replace("_", " ")}</li>`)}</ul>
   `;
@@ -76,7 +93,9 @@ export function TimelineView({ state }) {
           <div class="figure"><div class="figure-label">bubble</div><div class="figure-value">${seconds(t.bubble_s)} (${pct(t.bubble_ratio)})</div></div>
           <div class="figure"><div class="figure-label">iteration time</div><div class="figure-value">${seconds(t.iteration_time_s)}</div></div>
         </section>
-        ${t.truncated ? html`<p class="warn-inline">Only the first ${num(t.events.length)} events are drawn (the answer was truncated).</p>` : null}
+        ${t.truncated
+          ? html`<p class="warn-inline">${t.elided_microbatches ? `${num(t.elided_microbatches)} steady-state micro-batches` : "Part of the schedule"} ${t.elided_s ? `(${seconds(t.elided_s)})` : ""} elided at the dashed line; times after it are real times.</p>`
+          : null}
         <p class="muted small">Time runs left to right; each lane is a pipeline stage; numbers are micro-batches. Hover a block for its times.</p>
         <div class="scroll"><${Timeline} data=${t} /></div>
         <${Notes} warnings=${t.warnings} assumptions=${t.assumptions} />`
