@@ -18,15 +18,22 @@ const GUTTER = 76;
 const LANE = 28;
 const AXIS = 28;
 
-function ticks(max) {
-  if (!(max > 0)) return [0];
-  const raw = max / 8;
+/** A round step for about eight ticks over `range` seconds. */
+function tickStep(range) {
+  const raw = range / 8;
   const mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((k) => k * mag).find((s) => s >= raw);
+  return [1, 2, 5, 10].map((k) => k * mag).find((step) => step >= raw);
+}
+
+/** Multiples of `step` in [from, to] (with a little slack for rounding). */
+function multiples(step, from, to) {
   const out = [];
-  for (let t = 0; t <= max + 1e-12; t += step) out.push(t);
+  for (let k = Math.ceil(from / step - 1e-9); k * step <= to + step * 1e-9; k++) out.push(k * step);
   return out;
 }
+
+/** Seconds for an axis: no trailing zeros ("2 s", "150 ms"). */
+const tickLabel = (s) => seconds(s).replace(/(\.\d*?)0+ /, "$1 ").replace(/\. /, " ");
 
 /**
  * Drawn time of an event: a truncated schedule elides steady-state micro-batches, and events
@@ -43,8 +50,15 @@ export function Timeline({ data: t }) {
   const kinds = [...new Set(t.events.map((e) => e.kind))];
   const after = t.events.filter((e) => e.after_gap);
   const gap = after.length && t.elided_s ? Math.min(...after.map((e) => drawn(t, e, e.start_s))) : null;
-  // a tick after the gap is labelled with the real time it stands for
-  const real = (s) => (gap !== null && s > gap ? s + t.elided_s : s);
+  // ticks: round drawn times before the gap, round real times after it (drawn elided_s earlier)
+  const step = span > 0 ? tickStep(span) : 1;
+  const axis =
+    gap === null
+      ? multiples(step, 0, span).map((s) => [s, s])
+      : [
+          ...multiples(step, 0, gap - step / 2).map((s) => [s, s]),
+          ...multiples(step, gap + t.elided_s + step / 2, span + t.elided_s).map((r) => [r - t.elided_s, r]),
+        ];
   return html`
     <svg class="timeline" data-testid="timeline" viewBox=${`0 0 ${WIDTH} ${height}`} role="img"
       aria-label=${`pipeline timeline of ${stages} stages`}>
@@ -68,9 +82,9 @@ export function Timeline({ data: t }) {
         ? html`<g class="gap" data-testid="timeline-gap"><line x1=${x(gap)} x2=${x(gap)} y1="0" y2=${stages * LANE} />
             <title>${`${t.elided_microbatches} micro-batches elided here (${seconds(t.elided_s)} of steady state)`}</title></g>`
         : null}
-      ${ticks(span).map((s) => html`<g class="tick">
+      ${axis.map(([s, r]) => html`<g class="tick">
         <line x1=${x(s)} x2=${x(s)} y1=${stages * LANE} y2=${stages * LANE + 5} />
-        <text x=${x(s)} y=${stages * LANE + 18} text-anchor="middle">${seconds(real(s))}</text></g>`)}
+        <text x=${x(s)} y=${stages * LANE + 18} text-anchor="middle">${tickLabel(r)}</text></g>`)}
     </svg>
     <ul class="inline-legend">${kinds.map((k) => html`<li><span class="swatch" style=${{ background: KIND_COLORS[k] || "#999" }}></span>${k.replace("_", " ")}</li>`)}</ul>
   `;
@@ -90,7 +104,7 @@ export function TimelineView({ state }) {
           <div class="figure"><div class="figure-label">schedule</div><div class="figure-value">${t.schedule}</div></div>
           <div class="figure"><div class="figure-label">stages · micro-batches · chunks</div><div class="figure-value">${t.pipeline_stages} · ${t.microbatches} · ${t.virtual_stages}</div></div>
           <div class="figure"><div class="figure-label">makespan</div><div class="figure-value" data-testid="makespan">${seconds(t.makespan_s)}</div></div>
-          <div class="figure"><div class="figure-label">bubble</div><div class="figure-value">${seconds(t.bubble_s)} (${pct(t.bubble_ratio)})</div></div>
+          <div class="figure"><div class="figure-label">bubble</div><div class="figure-value">${seconds(t.bubble_s)} <small>${pct(t.bubble_ratio)} of the iteration</small></div></div>
           <div class="figure"><div class="figure-label">iteration time</div><div class="figure-value">${seconds(t.iteration_time_s)}</div></div>
         </section>
         ${t.truncated
