@@ -127,7 +127,7 @@ function App() {
         <div hidden=${tab !== "timeline"}><${TimelineView} state=${views.timeline} /></div>
         <div hidden=${tab !== "traffic"}><${TrafficView} state=${views.traffic} level=${level} setLevel=${changeLevel} /></div>
         <div hidden=${tab !== "plan"}><${PlanView} scenario=${scenario} profile=${profile} state=${views.plan}
-          run=${(extra) => runView("plan", scenario, extra)} onLoad=${loadLayout} /></div>
+          run=${(extra) => runView("plan", scenario, extra)} onLoad=${loadLayout} active=${tab === "plan"} /></div>
         <div hidden=${tab !== "profiles"}><${ProfilesView} profiles=${catalog.profiles} active=${tab === "profiles"} /></div>
       </main>
     </div>`;

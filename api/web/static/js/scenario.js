@@ -19,6 +19,7 @@ export const defaultScenario = {
   tensor: 8,
   data: 24,
   virtual_stages: 1,
+  context_parallel: 1,
   sequence_parallel: false,
   zero_stage: 0,
   global_batch_size: 1536,
@@ -46,6 +47,7 @@ export function requestBody(s) {
       tensor: n(s.tensor),
       data: n(s.data),
       virtual_stages: n(s.virtual_stages),
+      context_parallel: n(s.context_parallel),
       sequence_parallel: !!s.sequence_parallel,
       zero_stage: n(s.zero_stage),
     },
@@ -61,7 +63,7 @@ export function requestBody(s) {
   };
 }
 
-export const gpuCount = (s) => n(s.pipeline) * n(s.tensor) * n(s.data);
+export const gpuCount = (s) => n(s.pipeline) * n(s.tensor) * n(s.data) * n(s.context_parallel || 1);
 
 function NumberField({ label, value, onInput, min = 1, name, hint }) {
   return html`<label title=${hint || ""}>
@@ -118,8 +120,9 @@ export function ScenarioForm({ scenario: s, setScenario, catalog, onSubmit, acti
           <${NumberField} label="data d" name="data" value=${s.data} onInput=${(v) => set({ data: v })} hint="data-parallel replicas" />
         </div>
         <p class="muted small" data-testid="gpu-count">= ${Number.isFinite(gpus) ? num(gpus) : "?"} GPUs${perNode && Number.isFinite(gpus) ? ` (${num(gpus / perNode, gpus % perNode ? 1 : 0)} nodes of ${perNode})` : ""}</p>
-        <div class="row2">
+        <div class="row3">
           <${NumberField} label="interleaving v" name="virtual_stages" value=${s.virtual_stages} onInput=${(v) => set({ virtual_stages: v })} hint="virtual pipeline stages (model chunks) per GPU" />
+          <${NumberField} label="context cp" name="context_parallel" value=${s.context_parallel} onInput=${(v) => set({ context_parallel: v })} hint="context-parallel ranks (sequence split across GPUs); GPUs = p·t·d·cp" />
           <${Select} label="ZeRO stage" name="zero_stage" value=${String(s.zero_stage)} onChange=${(v) => set({ zero_stage: v })} options=${[["0", "0 (none)"], ["1", "1"], ["2", "2"], ["3", "3"]]} />
         </div>
         <label class="check"><input type="checkbox" name="sequence_parallel" checked=${s.sequence_parallel}

@@ -1,15 +1,28 @@
 // Plan: GPU count -> ranked layouts (POST /v1/plans), near-ties grouped, two side by side.
-import { html, useState } from "../lib.js";
+import { html, useEffect, useState } from "../lib.js";
+import { api } from "../api.js";
 import { bytes, num, seconds, signedSeconds } from "../format.js";
 import { ErrorBox, Busy, Notes, color, label } from "../common.js";
 import { gpuCount } from "../scenario.js";
 
 export const TIE = 0.03; // layouts within 3 % of a group's fastest are near-ties
 
+const PRECISIONS = ["fp32", "tf32", "fp16", "bf16", "fp8"];
 const layoutText = (l) =>
-  `p${l.pipeline} t${l.tensor} d${l.data}${l.virtual_stages > 1 ? ` v${l.virtual_stages}` : ""}`;
+  `p${l.pipeline} t${l.tensor} d${l.data}${l.context_parallel > 1 ? ` cp${l.context_parallel}` : ""}${l.virtual_stages > 1 ? ` v${l.virtual_stages}` : ""}`;
 const detailText = (l) =>
-  `mbs ${l.micro_batch_size}, recompute ${l.recompute}, ZeRO ${l.zero_stage}${l.sequence_parallel ? ", SP" : ""}`;
+  `mbs ${l.micro_batch_size}, recompute ${l.recompute}, ZeRO ${l.zero_stage}${l.sequence_parallel ? ", SP" : ""}${l.precision ? `, ${l.precision}` : ""}`;
+
+let accepted = null;
+/** The fields POST /v1/plans accepts on this server (its OpenAPI schema): a newer server
+ * takes the headroom, the node rule and precisions itself; an older one gets max_tensor and
+ * the headroom is applied here. Requests forbid unknown fields, so only these are sent. */
+export function planFields() {
+  accepted ||= api("/openapi.json")
+    .then((doc) => new Set(Object.keys(doc.components.schemas.PlanRequest?.properties || {})))
+    .catch(() => new Set());
+  return accepted;
+}
 
 /** Groups of entries: the server's (`groups` or per-entry `group`) if it gives them, else 3 %. */
 export function groupsOf(plan, entries) {
@@ -59,7 +72,7 @@ function Compare({ a, b }) {
   </section>`;
 }
 
-export function PlanView({ scenario, profile, state, run, onLoad }) {
+export function PlanView({ scenario, profile, state, run, onLoad, active }) {
   const perNode = profile ? profile.gpus_per_node : 8;
   const [form, setForm] = useState({
     gpus: gpuCount(scenario) || 64,
@@ -68,26 +81,37 @@ export function PlanView({ scenario, profile, state, run, onLoad }) {
     tensorInNode: true,
     fitsOnly: true,
     recompute: { none: true, selective: true, full: true },
+    precision: {},
   });
+  const [fields, setFields] = useState(null);
+  const [clientHeadroom, setClientHeadroom] = useState(true);
   const [picked, setPicked] = useState([]);
+  useEffect(() => { if (active && !fields) planFields().then(setFields); }, [active]);
   const set = (patch) => setForm({ ...form, ...patch });
-  const submit = (e) => {
+  const submit = async (e) => {
     e.preventDefault();
     setPicked([]);
+    const known = await planFields();
     const recompute = Object.keys(form.recompute).filter((k) => form.recompute[k]);
-    run({
-      gpus: Number(form.gpus),
-      top_k: Number(form.top_k),
-      ...(form.tensorInNode ? { max_tensor: perNode } : {}),
-      ...(recompute.length ? { recompute } : {}),
-      drop_infeasible: form.fitsOnly,
-    });
+    const precision = PRECISIONS.filter((k) => form.precision[k]);
+    const extra = { gpus: Number(form.gpus), top_k: Number(form.top_k), drop_infeasible: form.fitsOnly };
+    if (recompute.length) extra.recompute = recompute;
+    if (form.tensorInNode) {
+      if (known.has("tensor_within_node")) extra.tensor_within_node = true;
+      else extra.max_tensor = perNode;
+    }
+    if (known.has("memory_headroom")) extra.memory_headroom = Number(form.headroom) / 100;
+    if (known.has("precision") && precision.length) extra.precision = [...new Set([scenario.precision, ...precision])];
+    setClientHeadroom(!known.has("memory_headroom"));
+    run(extra);
   };
   const plan = state.result;
   const capacity = plan?.cluster?.gpu_memory_bytes;
   const headroom = Number(form.headroom) / 100;
   const entries = plan
-    ? plan.layouts.filter((e) => !capacity || !(headroom > 0) || e.memory_bytes <= capacity * (1 - headroom))
+    ? plan.layouts.filter(
+        (e) => !clientHeadroom || !capacity || !(headroom > 0) || e.memory_bytes <= capacity * (1 - headroom),
+      )
     : [];
   const groups = plan ? groupsOf(plan, entries) : [];
   const toggle = (rank) =>
@@ -98,12 +122,18 @@ export function PlanView({ scenario, profile, state, run, onLoad }) {
       <label>GPUs <input type="number" min="1" step="1" name="gpus" value=${form.gpus} onInput=${(e) => set({ gpus: e.currentTarget.value })} /></label>
       <label>show best <input type="number" min="1" max="200" step="1" name="top_k" value=${form.top_k} onInput=${(e) => set({ top_k: e.currentTarget.value })} /></label>
       <label title="hide layouts using more than (100 − this) % of GPU memory">memory headroom ≥ <input type="number" min="0" max="90" step="5" name="headroom" value=${form.headroom} onInput=${(e) => set({ headroom: e.currentTarget.value })} /> %</label>
-      <label class="check"><input type="checkbox" checked=${form.tensorInNode} onChange=${(e) => set({ tensorInNode: e.currentTarget.checked })} /> tensor parallel within a node (t ≤ ${perNode})</label>
+      <label class="check"><input type="checkbox" checked=${form.tensorInNode} onChange=${(e) => set({ tensorInNode: e.currentTarget.checked })} /> tensor parallel within a node (${perNode} GPUs)</label>
       <label class="check"><input type="checkbox" checked=${form.fitsOnly} onChange=${(e) => set({ fitsOnly: e.currentTarget.checked })} /> only layouts that fit</label>
       <span class="group-label">recompute:
         ${["none", "selective", "full"].map((k) => html`<label class="check"><input type="checkbox" checked=${form.recompute[k]}
           onChange=${(e) => set({ recompute: { ...form.recompute, [k]: e.currentTarget.checked } })} /> ${k}</label>`)}
       </span>
+      ${fields && fields.has("precision")
+        ? html`<span class="group-label" title="precisions to sweep besides the scenario's">also try:
+            ${PRECISIONS.filter((k) => k !== scenario.precision).map((k) => html`<label class="check"><input type="checkbox" checked=${!!form.precision[k]}
+              onChange=${(e) => set({ precision: { ...form.precision, [k]: e.currentTarget.checked } })} /> ${k}</label>`)}
+          </span>`
+        : null}
       <button type="submit" class="primary" data-testid="plan-submit">Rank layouts</button>
     </form>
     <p class="muted small">Model, batch, precision, framework and cluster come from the scenario on the left (${scenario.preset === "__custom__" ? "custom shape" : scenario.preset}, global batch ${scenario.global_batch_size}, ${scenario.precision}, ${scenario.profile}).</p>
