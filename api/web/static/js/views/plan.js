@@ -47,6 +47,17 @@ export function groupsOf(plan, entries) {
   return groups;
 }
 
+/** "+1.2 %" or "−0.5 %": a time against a reference. */
+function relative(time, reference) {
+  const d = (100 * time) / reference - 100;
+  return `${d < 0 ? "−" : "+"}${Math.abs(d).toFixed(1)} %`;
+}
+
+function groupText(g) {
+  const times = g.map((e) => e.iteration_time_s);
+  return `${g.length} near-ties, ${seconds(Math.min(...times))} to ${seconds(Math.max(...times))}`;
+}
+
 function Compare({ a, b }) {
   const terms = [...new Set([...Object.keys(a.breakdown_s), ...Object.keys(b.breakdown_s)])].filter(
     (k) => a.breakdown_s[k] || b.breakdown_s[k],
@@ -145,16 +156,16 @@ export function PlanView({ scenario, profile, state, run, onLoad, active }) {
         ${chosen.length === 2 ? html`<${Compare} a=${chosen[0]} b=${chosen[1]} />` : null}
         <table class="data plan" data-testid="plan-table">
           <thead><tr><th>compare</th><th>#</th><th>layout</th><th>details</th><th class="num">iteration time</th>
-            <th class="num">vs best</th><th class="num">memory / GPU</th><th></th></tr></thead>
+            <th class="num" title="iteration time against the first-ranked layout">vs #1</th><th class="num">memory / GPU</th><th></th></tr></thead>
           ${groups.map((g, gi) => html`<tbody class=${`group ${gi % 2 ? "odd" : ""}`}>
-            ${g.length > 1 ? html`<tr class="group-head"><td colspan="8">${g.length} near-ties around ${seconds(g[0].iteration_time_s)}</td></tr>` : null}
+            ${g.length > 1 ? html`<tr class="group-head"><td colspan="8">${groupText(g)}</td></tr>` : null}
             ${g.map((e) => html`<tr data-testid="plan-row" data-rank=${e.rank}>
               <td><input type="checkbox" aria-label=${`compare layout ${e.rank}`} data-testid="compare-pick" checked=${picked.includes(e.rank)} onChange=${() => toggle(e.rank)} /></td>
               <td>${e.rank}</td>
               <td><strong>${layoutText(e.layout)}</strong></td>
               <td class="small">${detailText(e.layout)}</td>
               <td class="num">${seconds(e.iteration_time_s)}</td>
-              <td class="num muted">${e === entries[0] ? "best" : `+${((100 * e.iteration_time_s) / entries[0].iteration_time_s - 100).toFixed(1)} %`}</td>
+              <td class="num muted">${e === entries[0] ? "first" : relative(e.iteration_time_s, entries[0].iteration_time_s)}</td>
               <td class="num">${bytes(e.memory_bytes)}${e.fits === false ? html` <span class="badge bad">too big</span>` : ""}</td>
               <td><button type="button" data-testid="load-layout" onClick=${() => onLoad(e.layout)}>Estimate this →</button></td>
             </tr>`)}
