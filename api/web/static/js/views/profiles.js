@@ -11,6 +11,21 @@ const W = 760;
 const H = 360;
 const M = { l: 64, r: 16, t: 12, b: 40 };
 
+/** A round step giving about `count` intervals up to `max`. */
+function niceStep(max, count) {
+  const raw = max / count;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  return [1, 2, 2.5, 5, 10].map((k) => k * mag).find((v) => v >= raw);
+}
+
+/** A power-of-two size as nccl-tests sweeps them: 32 B, 1 KiB, 32 MiB, 1 GiB. */
+function binary(size) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let k = 0;
+  while (size >= 1024 && k < units.length - 1) { size /= 1024; k++; }
+  return `${num(size, size < 10 && size % 1 ? 1 : 0)} ${units[k]}`;
+}
+
 function Curves({ curves, showNominal }) {
   const shown = curves.filter((c) => showNominal || !c.nominal);
   if (!shown.length) return html`<p class="muted">No curves for this collective.</p>`;
@@ -18,31 +33,35 @@ function Curves({ curves, showNominal }) {
   const ys = shown.flatMap((c) => c.busbw_gbps);
   const x0 = Math.log2(Math.min(...xs));
   const x1 = Math.log2(Math.max(...xs));
-  const y1 = Math.max(...ys) * 1.05 || 1;
+  const step = niceStep(Math.max(...ys) || 1, 5);
+  const y1 = Math.ceil((Math.max(...ys) || 1) / step) * step;
   const x = (s) => M.l + ((W - M.l - M.r) * (Math.log2(s) - x0)) / (x1 - x0 || 1);
   const y = (v) => H - M.b - ((H - M.t - M.b) * v) / y1;
   const xticks = [];
   for (let e = Math.ceil(x0 / 5) * 5; e <= x1; e += 5) xticks.push(2 ** e);
-  const yticks = Array.from({ length: 6 }, (_, i) => (y1 * i) / 5);
+  const yticks = Array.from({ length: Math.round(y1 / step) + 1 }, (_, i) => i * step);
   const measured = shown.filter((c) => !c.nominal);
+  const scales = new Set(measured.map((c) => `${c.ranks}/${c.nodes}`));
+  const matching = (c) => c.nominal && scales.has(`${c.ranks}/${c.nodes}`);
   return html`
     <svg class="curves" data-testid="curves" viewBox=${`0 0 ${W} ${H}`} role="img" aria-label="bus bandwidth by message size">
       ${yticks.map((v) => html`<g class="tick"><line x1=${M.l} x2=${W - M.r} y1=${y(v)} y2=${y(v)} class="grid" />
-        <text x=${M.l - 6} y=${y(v) + 4} text-anchor="end">${num(v, v < 10 ? 1 : 0)}</text></g>`)}
+        <text x=${M.l - 6} y=${y(v) + 4} text-anchor="end">${num(v, step < 1 ? 1 : 0)}</text></g>`)}
       ${xticks.map((s) => html`<g class="tick"><line x1=${x(s)} x2=${x(s)} y1=${M.t} y2=${H - M.b} class="grid" />
-        <text x=${x(s)} y=${H - M.b + 16} text-anchor="middle">${bytes(s)}</text></g>`)}
-      <text x=${(W + M.l) / 2} y=${H - 6} text-anchor="middle" class="axis-title">message size (log scale)</text>
+        <text x=${x(s)} y=${H - M.b + 16} text-anchor="middle">${binary(s)}</text></g>`)}
+      <text x=${(W + M.l) / 2} y=${H - 6} text-anchor="middle" class="axis-title">message size (log scale, powers of two)</text>
       <text transform=${`translate(14 ${(H - M.b) / 2}) rotate(-90)`} text-anchor="middle" class="axis-title">bus bandwidth (GB/s)</text>
       ${shown.map((c) => {
         const i = measured.indexOf(c);
         const d = c.sizes_bytes.map((s, k) => `${k ? "L" : "M"}${x(s).toFixed(1)},${y(c.busbw_gbps[k]).toFixed(1)}`).join("");
-        return html`<path d=${d} class=${c.nominal ? "nominal" : "measured"} stroke=${c.nominal ? "#9a9a9a" : PALETTE[i % PALETTE.length]}>
+        const cls = c.nominal ? `nominal${matching(c) ? " match" : ""}` : "measured";
+        return html`<path d=${d} class=${cls} stroke=${c.nominal ? (matching(c) ? "#444" : "#9a9a9a") : PALETTE[i % PALETTE.length]}>
           <title>${c.label}</title></path>`;
       })}
     </svg>
     <ul class="inline-legend">
       ${measured.map((c, i) => html`<li><span class="swatch" style=${{ background: PALETTE[i % PALETTE.length] }}></span>${c.label}</li>`)}
-      ${showNominal ? html`<li><span class="swatch dashed"></span>nominal (vendor link rates), ${shown.length - measured.length} scales</li>` : null}
+      ${showNominal ? html`<li><span class="swatch dashed"></span>nominal (vendor link rates), ${shown.length - measured.length} scales${scales.size ? "; darker: at a measured run's scale" : ""} (hover a curve for its name)</li>` : null}
     </ul>`;
 }
 
