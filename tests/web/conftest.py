@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
@@ -43,8 +44,9 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, server: Server) -> Iterator[Page]:
-    """A fresh page (its own session storage) at 1400×1000; an uncaught script error or a
-    Content-Security-Policy violation fails the test."""
+    """A fresh page (its own session storage) at 1400×1000; an uncaught script error, a
+    Content-Security-Policy violation or a request to another host (the page works offline)
+    fails the test."""
     context = browser.new_context(
         viewport={"width": 1400, "height": 1000}, base_url=server.base_url
     )
@@ -58,9 +60,19 @@ def page(browser: Browser, server: Server) -> Iterator[Page]:
             errors.append(message.text) if "Content Security Policy" in message.text else None
         ),
     )
+    origin = urlsplit(server.base_url).netloc
+    opened.on(
+        "request",
+        lambda request: (
+            errors.append(f"remote request: {request.url}")
+            if urlsplit(request.url).scheme in ("http", "https")
+            and urlsplit(request.url).netloc != origin
+            else None
+        ),
+    )
     yield opened
     context.close()
-    assert not errors, f"uncaught errors or CSP violations in the page: {errors}"
+    assert not errors, f"uncaught errors, CSP violations or remote requests: {errors}"
 
 
 @pytest.fixture(scope="module")

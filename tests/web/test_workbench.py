@@ -148,6 +148,22 @@ def test_estimate_shows_the_api_figures_for_a_preset(page: Page, server: Server)
     expect(page.get_by_test_id("memory")).to_be_visible()
 
 
+def test_a_typed_model_shape_starts_from_the_preset_and_is_sent(page: Page) -> None:
+    open_page(page)
+    fill_scenario(page, SMALL)
+    fill_scenario(page, {"preset": "__custom__"})
+    form = page.get_by_test_id("scenario")
+    expect(form.locator("[name=num_layers]")).to_have_value("40")  # gpt3-13b's, to edit
+    fill_scenario(page, {"num_layers": "20", "hidden_size": "4000"})
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    model = sent_json(answer.value)["model"]
+    assert "preset" not in model
+    assert model["num_layers"] == 20 and model["hidden_size"] == 4000
+    assert model["num_attention_heads"] == 40 and model["seq_length"] == 2048
+
+
 def test_an_invalid_scenario_shows_the_servers_problem(page: Page) -> None:
     open_page(page)
     fill_scenario(page, {**SMALL, "pipeline": "3"})  # 40 layers do not split over 3 stages
@@ -380,6 +396,32 @@ def test_an_upload_by_drag_and_drop_is_listed(page: Page, server: Server) -> Non
     assert again.value.status == 200
     expect(page.get_by_test_id("token-form")).to_have_count(0)
     expect(page.get_by_test_id("upload-result")).to_contain_text("already stored")
+
+
+def test_a_wrong_token_is_asked_for_again(page: Page, server: Server) -> None:
+    page.goto("/#profiles")
+    page.get_by_test_id("profile-select").select_option("dgx-h100-nominal")
+    transfer = page.evaluate_handle(
+        """text => {
+          const transfer = new DataTransfer();
+          transfer.items.add(new File([text], "all_reduce.txt", { type: "text/plain" }));
+          return transfer;
+        }""",
+        NCCL.read_text(encoding="utf-8"),
+    )
+    page.get_by_test_id("dropzone").dispatch_event("drop", {"dataTransfer": transfer})
+    page.get_by_test_id("token").fill("not-the-token")
+    with page.expect_response(lambda r: "/runs" in r.url) as answer:
+        page.get_by_test_id("token-form").locator("button").click()
+    assert answer.value.status == 401
+    expect(page.get_by_test_id("profiles-view").get_by_test_id("error")).to_contain_text("401")
+    expect(page.get_by_test_id("token-form")).to_be_visible()  # the file is still waiting
+    assert page.evaluate("sessionStorage.getItem('commest-token')") is None
+    page.get_by_test_id("token").fill(TOKEN)
+    with page.expect_response(lambda r: "/runs" in r.url) as again:
+        page.get_by_test_id("token-form").locator("button").click()
+    assert again.value.status in (200, 201), again.value.text()
+    expect(page.get_by_test_id("uploads")).to_contain_text("all_reduce.txt")
 
 
 @pytest.mark.parametrize(
