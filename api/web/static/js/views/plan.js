@@ -77,7 +77,7 @@ function Compare({ a, b }) {
         ${terms.map((k) => row(html`<span class="swatch" style=${{ background: color(k) }}></span>${label(k)}`, a.breakdown_s[k] || 0, b.breakdown_s[k] || 0, seconds, signedSeconds))}
         ${row(html`<strong>iteration time</strong>`, a.iteration_time_s, b.iteration_time_s, seconds, signedSeconds, "total")}
         ${row("memory per GPU", a.memory_bytes, b.memory_bytes, bytes, signedBytes)}
-        ${row("micro-batches", a.micro_batches, b.micro_batches, (x) => num(x), (d) => (d > 0 ? "+" : "") + num(d))}
+        ${row("micro-batches", a.micro_batches, b.micro_batches, (x) => num(x), (d) => (d === 0 ? "±0" : (d > 0 ? "+" : "−") + num(Math.abs(d))))}
       </tbody>
     </table>
   </section>`;
@@ -156,7 +156,7 @@ export function PlanView({ scenario, profile, state, run, onLoad, active }) {
         ${chosen.length === 2 ? html`<${Compare} a=${chosen[0]} b=${chosen[1]} />` : null}
         <table class="data plan" data-testid="plan-table">
           <thead><tr><th>compare</th><th>#</th><th>layout</th><th>details</th><th class="num">iteration time</th>
-            <th class="num" title="iteration time against the first-ranked layout">vs #1</th><th class="num">memory / GPU</th><th></th></tr></thead>
+            <th class="num" title="iteration time against the top row">vs top</th><th class="num">memory / GPU</th><th></th></tr></thead>
           ${groups.map((g, gi) => html`<tbody class=${`group ${gi % 2 ? "odd" : ""}`}>
             ${g.length > 1 ? html`<tr class="group-head"><td colspan="8">${groupText(g)}</td></tr>` : null}
             ${g.map((e) => html`<tr data-testid="plan-row" data-rank=${e.rank}>
@@ -165,7 +165,7 @@ export function PlanView({ scenario, profile, state, run, onLoad, active }) {
               <td><strong>${layoutText(e.layout)}</strong></td>
               <td class="small">${detailText(e.layout)}</td>
               <td class="num">${seconds(e.iteration_time_s)}</td>
-              <td class="num muted">${e === entries[0] ? "first" : relative(e.iteration_time_s, entries[0].iteration_time_s)}</td>
+              <td class="num muted">${e === entries[0] ? "top" : relative(e.iteration_time_s, entries[0].iteration_time_s)}</td>
               <td class="num">${bytes(e.memory_bytes)}${e.fits === false ? html` <span class="badge bad">too big</span>` : ""}</td>
               <td><button type="button" data-testid="load-layout" onClick=${() => onLoad(e.layout)}>Estimate this →</button></td>
             </tr>`)}
