@@ -36,7 +36,7 @@ function App() {
   useEffect(() => {
     const onHash = () => setTab(tabFromHash());
     window.addEventListener("hashchange", onHash);
-    Promise.all([api("/v1/presets/models"), api("/v1/presets/frameworks"), api("/v1/profiles?limit=100")])
+    Promise.all([api("/v1/presets/models"), api("/v1/presets/frameworks"), api("/v1/profiles?limit=1000")])
       .then(([models, frameworks, profiles]) => {
         setCatalog({ models, frameworks, profiles: profiles.profiles });
         const s = { ...defaultScenario };
