@@ -32,7 +32,7 @@ function Collectives({ rows }) {
         ${c.quality.weak ? html`<span class="badge weak" title=${c.quality.advice || ""}>weak</span>` : html`<span class="badge good">good</span>`}
         ${c.quality.derived_placement ? html`<span class="badge derived" title="placement derived from a run at another scale">derived placement</span>` : null}
         ${c.quality.derived_op ? html`<span class="badge derived" title=${`${c.quality.derived_op} stands in`}>via ${c.quality.derived_op}</span>` : null}
-        <small class="muted"> ${sig(c.quality.distance_octaves, 2)} octaves from measured sizes</small>
+        <small class="muted" title="distance in binary orders of magnitude from the nearest measured message size"> ${sig(c.quality.distance_octaves, 2)} octaves off</small>
         <details><summary>source</summary><p class="small">${c.source}</p>
           ${c.quality.advice ? html`<p class="small advice">To improve: ${c.quality.advice}</p>` : null}</details>
       </td>
