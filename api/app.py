@@ -24,6 +24,7 @@ from api.routes import ROUTERS
 from api.routes.health import VERSION
 from api.runtime import Runtime
 from api.settings import Settings, get_settings
+from api.web import mount as mount_web_page
 from estimator.errors import UnavailableError
 
 log = logging.getLogger("api")
@@ -111,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     for router in ROUTERS:
         app.include_router(router)
+    mount_web_page(app)  # the planner's page at /, its files under /web
     return app
 
 

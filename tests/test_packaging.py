@@ -242,6 +242,9 @@ def test_the_wheel_holds_every_file_of_the_packages(installed: Installed) -> Non
     assert any(n.startswith("migrations/versions/") and n.endswith(".py") for n in names)
     assert "migrations/script.py.mako" in names
     assert "profiles/validation/published_runs.csv" in names
+    # the web page and the library it imports (served at / from the package, never a CDN)
+    assert {"api/web/static/index.html", "api/web/static/js/app.js"} <= names
+    assert "api/web/static/vendor/htm-preact-3.1.1.mjs" in names
 
 
 # --- the installed wheel, away from the source tree ----------------------------------------
@@ -333,6 +336,17 @@ def test_commest_serve_from_the_wheel_migrates_a_fresh_sqlite_file_and_answers(
     ours = [urljoin(page, u) for u in assets.urls]
     ours = [u for u in ours if urlsplit(u).netloc == urlsplit(page).netloc]
     for url in [*ours, urljoin(page, "/openapi.json")]:  # what the page loads from us
+        assert client.get(url).status_code == 200, url
+
+    # the planner's page at / and what it loads, from the installed package
+    index = client.get("/")
+    assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
+    assets = _Assets()
+    assets.feed(index.text)
+    page_assets = [urljoin(str(index.url), u) for u in assets.urls if not u.startswith("data:")]
+    assert any(u.endswith("/web/js/app.js") for u in page_assets), page_assets
+    for url in [*page_assets, urljoin(str(index.url), "/web/vendor/htm-preact-3.1.1.mjs")]:
+        assert urlsplit(url).netloc == urlsplit(str(index.url)).netloc, url  # nothing remote
         assert client.get(url).status_code == 200, url
 
     body = json.loads(EXAMPLE_ESTIMATE.read_text(encoding="utf-8"))

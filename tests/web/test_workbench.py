@@ -1,0 +1,459 @@
+"""The web page in a real Chromium against a real server: each view's main flow.
+
+Figures on the page are checked against the API's own answers to the same request (the page
+must show the server's numbers, not numbers of its own). ``/v1/timelines`` is answered from a
+fixture with ``page.route`` where the flow is about drawing, and the real endpoint is used when
+the server has it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image, ImageStat
+from playwright.sync_api import Page, Response, Route, expect
+
+from tests.api.servers import Server
+from tests.web.conftest import TOKEN
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TIMELINE = FIXTURES / "timeline_1f1b.json"
+NCCL = (
+    Path(__file__).parents[1] / "profiles" / "fixtures" / "nccl_all_reduce_16gpu_2node_a100_oke.txt"
+)
+
+#: A small scenario: 16 GPUs on two 8-GPU nodes, so every view answers quickly.
+SMALL = {
+    "preset": "gpt3-13b",
+    "pipeline": "2",
+    "tensor": "4",
+    "data": "2",
+    "global_batch_size": "64",
+}
+#: The page prints the API's float as JavaScript's shortest round-trip text: the same double.
+SAME_FLOAT = 1e-12
+#: Seconds are shown to four significant figures.
+SHOWN_SECONDS = 5e-4
+#: A screenshot whose grey levels vary less than this is blank (a white page is 0).
+BLANK_STDEV = 8.0
+
+
+def sent_json(response: Response) -> dict[str, Any]:
+    """The JSON body of the request that ``response`` answers."""
+    body = response.request.post_data_json
+    assert isinstance(body, dict), body
+    return body
+
+
+def fill_scenario(page: Page, values: dict[str, str]) -> None:
+    form = page.get_by_test_id("scenario")
+    for name, value in values.items():
+        field = form.locator(f"[name={name}]")
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        else:
+            field.fill(value)
+
+
+def open_page(page: Page, tab: str = "estimate") -> None:
+    """The page at a tab, once its first estimate (of the default scenario) is drawn."""
+    page.goto(f"/#{tab}")
+    expect(page.get_by_test_id(f"tab-{tab}")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_test_id("iteration-time")).to_have_count(1)
+
+
+def estimate_small(page: Page) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Estimate the small scenario from the form; the request body sent and the answer."""
+    fill_scenario(page, SMALL)
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    response = answer.value
+    assert response.status == 200, response.text()
+    body = sent_json(response)
+    result = response.json()
+    expect(page.get_by_test_id("iteration-time")).to_have_attribute(
+        "data-raw", repr(result["iteration_time_s"])
+    )
+    return body, result
+
+
+PAINTED = """c => {
+  const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4) if (d[i] !== 250 || d[i + 1] !== 250 || d[i + 2] !== 250) n++;
+  return n;
+}"""  # pixels of a canvas that differ from its background (#fafafa)
+
+
+def canvas_painted_pixels(page: Page, testid: str) -> int:
+    painted: int = page.get_by_test_id(testid).evaluate(PAINTED)
+    return painted
+
+
+def test_the_page_and_its_files_are_served_offline_with_cache_headers(server: Server) -> None:
+    with httpx.Client(base_url=server.base_url) as client:
+        index = client.get("/")
+        assert index.status_code == 200
+        assert index.headers["content-type"].startswith("text/html")
+        assert index.headers["cache-control"] == "no-cache"
+        assert "script-src 'self'" in index.headers["content-security-policy"]
+        assert "unsafe-eval" not in index.headers["content-security-policy"]
+        assert "http://" not in index.text and "https://" not in index.text  # no CDN
+        app = client.get("/web/js/app.js")
+        assert app.status_code == 200 and "javascript" in app.headers["content-type"]
+        assert app.headers["cache-control"] == "no-cache"
+        again = client.get("/web/js/app.js", headers={"If-None-Match": app.headers["etag"]})
+        assert again.status_code == 304
+        vendor = client.get("/web/vendor/htm-preact-3.1.1.mjs")
+        assert vendor.status_code == 200 and "immutable" in vendor.headers["cache-control"]
+        for licence in ("LICENSE.htm.txt", "LICENSE.preact.txt"):
+            assert client.get(f"/web/vendor/{licence}").status_code == 200
+        assert client.head("/").status_code == 200
+        assert client.get("/web/nope.js").status_code == 404
+        assert client.get("/healthz").status_code == 200  # the API is still where it was
+
+
+def test_estimate_shows_the_api_figures_for_a_preset(page: Page, server: Server) -> None:
+    open_page(page)
+    body, _ = estimate_small(page)
+    assert body["model"] == {"preset": "gpt3-13b"}
+    assert body["layout"]["pipeline"] == 2 and body["layout"]["tensor"] == 4
+    with httpx.Client(base_url=server.base_url) as client:
+        direct = client.post("/v1/estimates", json=body).json()
+    shown = page.get_by_test_id("iteration-time")
+    assert math.isclose(
+        float(shown.get_attribute("data-raw") or "nan"),
+        direct["iteration_time_s"],
+        rel_tol=SAME_FLOAT,
+    )
+    value, unit = shown.inner_text().split()
+    scale = {"s": 1.0, "ms": 1e-3}[unit]
+    assert math.isclose(float(value) * scale, direct["iteration_time_s"], rel_tol=SHOWN_SECONDS)
+    expect(page.get_by_test_id("gpu-count")).to_contain_text("16 GPUs (2 nodes of 8)")
+    # every term is in the legend, the collectives table has a row per collective with quality
+    legend = page.get_by_test_id("breakdown").locator("table.legend tr")
+    expect(legend).to_have_count(len(direct["breakdown_s"]))
+    rows = page.get_by_test_id("collectives").locator("tbody tr")
+    expect(rows).to_have_count(len(direct["collectives"]))
+    for i, collective in enumerate(direct["collectives"]):
+        quality = "weak" if collective["quality"]["weak"] else "good"
+        expect(rows.nth(i).locator(f".badge.{quality}")).to_have_count(1)
+        expect(rows.nth(i).locator(f".badge.{collective['method']}")).to_have_count(1)
+    expect(page.get_by_test_id("memory")).to_be_visible()
+
+
+def test_a_typed_model_shape_starts_from_the_preset_and_is_sent(page: Page) -> None:
+    open_page(page)
+    fill_scenario(page, SMALL)
+    fill_scenario(page, {"preset": "__custom__"})
+    form = page.get_by_test_id("scenario")
+    expect(form.locator("[name=num_layers]")).to_have_value("40")  # gpt3-13b's, to edit
+    fill_scenario(page, {"num_layers": "20", "hidden_size": "4000"})
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    model = sent_json(answer.value)["model"]
+    assert "preset" not in model
+    assert model["num_layers"] == 20 and model["hidden_size"] == 4000
+    assert model["num_attention_heads"] == 40 and model["seq_length"] == 2048
+
+
+def test_an_invalid_scenario_shows_the_servers_problem(page: Page) -> None:
+    open_page(page)
+    fill_scenario(page, {**SMALL, "pipeline": "3"})  # 40 layers do not split over 3 stages
+    page.get_by_test_id("submit").click()
+    error = page.get_by_test_id("estimate-view").get_by_test_id("error")
+    expect(error).to_contain_text("HTTP 422")
+    expect(error).to_contain_text("model.num_layers")
+
+
+def plan_small(page: Page) -> dict[str, Any]:
+    open_page(page)
+    fill_scenario(page, SMALL)
+    page.get_by_test_id("tab-plan").click()
+    page.locator("[data-testid=plan-view] input[name=gpus]").fill("16")
+    with page.expect_response(lambda r: r.url.endswith("/v1/plans")) as answer:
+        page.get_by_test_id("plan-submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    sent = sent_json(answer.value)
+    assert sent["gpus"] == 16 and sent["drop_infeasible"] is True
+    # a server that knows the node rule and the headroom gets them; an older one gets max_tensor
+    # and the page applies the headroom itself
+    assert sent.get("tensor_within_node") is True or sent.get("max_tensor") == 8, sent
+    plan: dict[str, Any] = answer.value.json()
+    kept = plan["layouts"]
+    if "memory_headroom" in sent:
+        assert sent["memory_headroom"] == 0.1
+    else:
+        capacity = plan["cluster"]["gpu_memory_bytes"]
+        kept = [e for e in kept if e["memory_bytes"] <= capacity * 0.9]  # 10 % headroom
+    assert kept, "the small scenario should leave layouts within the default headroom"
+    expect(page.get_by_test_id("plan-row")).to_have_count(len(kept))
+    return plan
+
+
+def test_a_planned_layout_loads_into_the_estimate_view(page: Page) -> None:
+    plan = plan_small(page)
+    best = plan["layouts"][0]
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("load-layout").first.click()
+    expect(page.get_by_test_id("tab-estimate")).to_have_attribute("aria-selected", "true")
+    sent = sent_json(answer.value)
+    training = ("micro_batch_size", "recompute", "precision")
+    layout = {k: v for k, v in best["layout"].items() if k not in training}
+    assert {k: sent["layout"][k] for k in layout} == layout
+    assert sent["training"]["micro_batch_size"] == best["layout"]["micro_batch_size"]
+    assert sent["training"]["recompute"] == best["layout"]["recompute"]
+    form = page.get_by_test_id("scenario")
+    for field in ("pipeline", "tensor", "data"):
+        expect(form.locator(f"[name={field}]")).to_have_value(str(best["layout"][field]))
+    expect(page.get_by_test_id("iteration-time")).to_have_attribute(
+        "data-raw", repr(answer.value.json()["iteration_time_s"])
+    )
+
+
+def test_two_planned_layouts_side_by_side_term_by_term(page: Page) -> None:
+    plan = plan_small(page)
+    picks = page.get_by_test_id("compare-pick")
+    assert picks.count() >= 2
+    picks.nth(0).check()
+    expect(page.get_by_test_id("compare")).to_have_count(0)  # one is not a comparison
+    picks.nth(1).check()
+    compare = page.get_by_test_id("compare")
+    expect(compare).to_be_visible()
+    a, b = plan["layouts"][0], plan["layouts"][1]
+    terms = [k for k in a["breakdown_s"] if a["breakdown_s"][k] or b["breakdown_s"][k]]
+    # a row per term, then iteration time, memory and micro-batches
+    expect(compare.locator("tbody tr")).to_have_count(len(terms) + 3)
+    total = compare.locator("tbody tr.total td").last
+    difference = b["iteration_time_s"] - a["iteration_time_s"]
+    if difference > 0:
+        expect(total).to_have_class("num worse")
+        expect(total).to_contain_text("+")
+
+
+def test_the_pipeline_timeline_draws_a_lane_per_stage(page: Page) -> None:
+    fixture = json.loads(TIMELINE.read_text(encoding="utf-8"))
+    sent: list[Any] = []
+
+    def answer(route: Route) -> None:
+        sent.append(route.request.post_data_json)
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(fixture))
+
+    page.route("**/v1/timelines", answer)
+    open_page(page)
+    fill_scenario(page, SMALL)
+    page.get_by_test_id("tab-timeline").click()
+    svg = page.get_by_test_id("timeline")
+    expect(svg).to_be_visible()
+    assert sent and set(sent[-1]) == {"model", "layout", "training", "cluster", "fidelity"}
+    expect(svg.locator("g.ev rect")).to_have_count(len(fixture["events"]))
+    expect(svg.locator("text.lane-label")).to_have_count(fixture["pipeline_stages"])
+    expect(page.get_by_test_id("makespan")).to_have_text("350 ms")
+    # blocks of a later stage start later (the pipeline's fill)
+    first_x = [
+        float(svg.locator(f"g.ev.forward rect >> nth={i}").get_attribute("x") or "nan")
+        for i in (0, fixture["microbatches"])
+    ]
+    assert first_x[0] < first_x[1]
+
+
+def test_a_truncated_timeline_closes_the_gap_and_marks_it(page: Page) -> None:
+    fixture = json.loads(TIMELINE.read_text(encoding="utf-8"))
+    elided_s, cut_s = 0.5, 0.2  # pretend 0.5 s of steady state was left out at 0.2 s
+    for event in fixture["events"]:
+        event["after_gap"] = event["start_s"] >= cut_s
+        if event["after_gap"]:
+            event["start_s"] += elided_s
+            event["end_s"] += elided_s
+    fixture.update(truncated=True, elided_microbatches=16, elided_s=elided_s)
+    body = json.dumps(fixture)
+    page.route(
+        "**/v1/timelines",
+        lambda route: route.fulfill(status=200, content_type="application/json", body=body),
+    )
+    open_page(page, "timeline")
+    svg = page.get_by_test_id("timeline")
+    expect(svg.locator("g.ev rect")).to_have_count(len(fixture["events"]))
+    expect(page.get_by_test_id("timeline-gap")).to_have_count(1)
+    expect(page.get_by_test_id("timeline-view")).to_contain_text("16 steady-state micro-batches")
+    # drawn without the gap: the last block ends at the right edge, not 0.5 s further
+    widths = svg.locator("rect.lane").first.evaluate(
+        "r => r.x.baseVal.value + r.width.baseVal.value"
+    )
+    last_end = max(
+        float(r.get_attribute("x") or "nan") + float(r.get_attribute("width") or "nan")
+        for r in svg.locator("g.ev rect").all()
+    )
+    assert math.isclose(last_end, widths, rel_tol=1e-6)
+
+
+def test_the_timeline_view_uses_the_servers_endpoint(page: Page, server: Server) -> None:
+    open_page(page)
+    fill_scenario(page, SMALL)
+    with page.expect_response(lambda r: r.url.endswith("/v1/timelines")) as answer:
+        page.get_by_test_id("tab-timeline").click()
+    view = page.get_by_test_id("timeline-view")
+    if answer.value.status == 404:  # a server before /v1/timelines says so
+        expect(view.locator(".error")).to_contain_text("no POST /v1/timelines")
+        return
+    assert answer.value.status == 200, answer.value.text()
+    events = answer.value.json()["events"]
+    expect(view.locator("g.ev rect")).to_have_count(len(events))
+
+
+def test_the_traffic_heatmap_tells_kinds_apart_and_filters_the_network(page: Page) -> None:
+    open_page(page)
+    fill_scenario(page, SMALL)
+    page.get_by_test_id("tab-traffic").click()
+    expect(page.get_by_test_id("heatmap")).to_be_visible()
+    with page.expect_response(lambda r: r.url.endswith("/v1/traffic-matrices")) as answer:
+        page.get_by_test_id("traffic-level").select_option("gpu")
+    matrix = answer.value.json()
+    assert sent_json(answer.value)["level"] == "gpu"
+    assert matrix["size"] == 16
+    kinds = [k for k, v in matrix["totals"]["by_kind"].items() if v > 0]
+    toggles = page.get_by_test_id("kinds").locator("input[type=checkbox]")
+    expect(toggles).to_have_count(len(kinds))
+    page.wait_for_function("document.querySelector('[data-testid=heatmap]').width > 0")
+    everything = canvas_painted_pixels(page, "heatmap")
+    assert everything > 0
+
+    # hover the cell of GPU 0 -> GPU 1 (a tensor-parallel neighbour)
+    box = page.get_by_test_id("heatmap").bounding_box()
+    assert box is not None
+    cell = box["width"] / matrix["size"]
+    page.mouse.move(box["x"] + 1.5 * cell, box["y"] + 0.5 * cell)
+    expect(page.get_by_test_id("hover-info")).to_contain_text("GPU 0 → GPU 1")
+
+    # hiding the tensor-parallel kind leaves fewer painted cells
+    page.locator("[data-kind=tp]").uncheck()
+    page.wait_for_function(
+        f"n => ({PAINTED})(document.querySelector('[data-testid=heatmap]')) < n", arg=everything
+    )
+    page.locator("[data-kind=tp]").check()
+
+    # network only: GB/s per node is inter-node bytes over the iteration time
+    page.get_by_test_id("network-only").check()
+    table = page.get_by_test_id("node-table")
+    expect(table).to_be_visible()
+    per_node = matrix["gpus_per_node"]
+    sends = sum(
+        r["bytes"]
+        for r in matrix["rows"]
+        if r["src"] // per_node == 0 and r["dst"] // per_node != 0
+    )
+    expected = sends / matrix["iteration_time_s"] / 1e9
+    first = table.locator("tbody tr").first.locator("td")
+    expect(first.nth(0)).to_have_text("0")
+    assert math.isclose(float(first.nth(1).inner_text().replace(",", "")), expected, abs_tol=0.005)
+
+
+def test_an_upload_by_drag_and_drop_is_listed(page: Page, server: Server) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.auth) as client:
+        created = client.post(
+            "/v1/profiles",
+            json={"name": "web-drop", "gpu_model": "A100-SXM4-80GB", "gpus_per_node": 8},
+        )
+        assert created.status_code in (201, 409), created.text
+    page.goto("/#profiles")
+    page.get_by_test_id("profile-select").select_option("web-drop")
+    expect(page.get_by_test_id("uploads-empty")).to_be_visible()
+    page.get_by_test_id("upload-label").fill("cluster B")
+
+    def drop() -> None:
+        transfer = page.evaluate_handle(
+            """([name, text]) => {
+              const transfer = new DataTransfer();
+              transfer.items.add(new File([text], name, { type: "text/plain" }));
+              return transfer;
+            }""",
+            [NCCL.name, NCCL.read_text(encoding="utf-8")],
+        )
+        page.get_by_test_id("dropzone").dispatch_event("drop", {"dataTransfer": transfer})
+
+    drop()
+    page.get_by_test_id("token").fill(TOKEN)  # asked once
+    with page.expect_response(lambda r: "/runs" in r.url) as answer:
+        page.get_by_test_id("token-form").locator("button").click()
+    assert answer.value.status == 201, answer.value.text()
+    expect(page.get_by_test_id("upload-result")).to_contain_text("all_reduce 16 ranks on 2 node(s)")
+    uploads = page.get_by_test_id("uploads")
+    expect(uploads).to_contain_text(NCCL.name)
+    expect(uploads).to_contain_text("cluster B")
+    expect(page.get_by_test_id("curves").locator("path.measured")).to_have_count(1)
+    assert page.evaluate("sessionStorage.getItem('commest-token')") == TOKEN
+
+    # the same file again: no second question for the token, the server knows the table
+    with page.expect_response(lambda r: "/runs" in r.url) as again:
+        drop()
+    assert again.value.status == 200
+    expect(page.get_by_test_id("token-form")).to_have_count(0)
+    expect(page.get_by_test_id("upload-result")).to_contain_text("already stored")
+
+
+def test_a_wrong_token_is_asked_for_again(page: Page, server: Server) -> None:
+    page.goto("/#profiles")
+    page.get_by_test_id("profile-select").select_option("dgx-h100-nominal")
+    transfer = page.evaluate_handle(
+        """text => {
+          const transfer = new DataTransfer();
+          transfer.items.add(new File([text], "all_reduce.txt", { type: "text/plain" }));
+          return transfer;
+        }""",
+        NCCL.read_text(encoding="utf-8"),
+    )
+    page.get_by_test_id("dropzone").dispatch_event("drop", {"dataTransfer": transfer})
+    page.get_by_test_id("token").fill("not-the-token")
+    with page.expect_response(lambda r: "/runs" in r.url) as answer:
+        page.get_by_test_id("token-form").locator("button").click()
+    assert answer.value.status == 401
+    expect(page.get_by_test_id("profiles-view").get_by_test_id("error")).to_contain_text("401")
+    expect(page.get_by_test_id("token-form")).to_be_visible()  # the file is still waiting
+    assert page.evaluate("sessionStorage.getItem('commest-token')") is None
+    page.get_by_test_id("token").fill(TOKEN)
+    with page.expect_response(lambda r: "/runs" in r.url) as again:
+        page.get_by_test_id("token-form").locator("button").click()
+    assert again.value.status in (200, 201), again.value.text()
+    expect(page.get_by_test_id("uploads")).to_contain_text("all_reduce.txt")
+
+
+@pytest.mark.parametrize(
+    ("tab", "ready"),
+    [
+        ("estimate", "breakdown"),
+        ("timeline", "timeline"),
+        ("traffic", "heatmap"),
+        ("plan", "plan-table"),
+        ("profiles", "curves"),
+    ],
+)
+def test_each_view_renders_something_visible(
+    page: Page, screenshots: Path, tab: str, ready: str
+) -> None:
+    fixture = TIMELINE.read_text(encoding="utf-8")
+    page.route(
+        "**/v1/timelines",
+        lambda route: route.fulfill(status=200, content_type="application/json", body=fixture),
+    )
+    open_page(page)
+    fill_scenario(page, SMALL)
+    page.get_by_test_id("submit").click()
+    page.get_by_test_id(f"tab-{tab}").click()
+    if tab == "plan":
+        page.locator("[data-testid=plan-view] input[name=gpus]").fill("16")
+        page.get_by_test_id("plan-submit").click()
+    element = page.get_by_test_id(ready)
+    expect(element).to_be_visible()
+    box = element.bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 20, box
+    page.wait_for_timeout(200)  # let the canvas and fonts settle before the picture
+    shot = page.screenshot(path=screenshots / f"{tab}.png", full_page=True)
+    grey = Image.open(io.BytesIO(shot)).convert("L")
+    assert ImageStat.Stat(grey).stddev[0] > BLANK_STDEV, f"{tab} looks blank"
