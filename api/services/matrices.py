@@ -1,7 +1,8 @@
 """Traffic matrices: GPU-to-GPU (or node-to-node) bytes per iteration, as rows, CSV or bins.
 
-The caps (``max_matrix_gpus``, ``max_dense_gpus``) are checked before any estimate is made
-or any matrix allocated.
+The caps (``max_matrix_gpus``, ``max_dense_gpus``) are checked before any estimate is made;
+``max_matrix_entries`` bounds the entries the matrix will hold, counted in closed form from the
+estimate's loads before any pair is made (docs/design.md, "Bounded traffic matrices").
 """
 
 from __future__ import annotations
@@ -15,9 +16,15 @@ import numpy as np
 from api.scenario import figures, prepare
 from api.schemas import LayoutIn, TrafficMatrixRequest, TrafficMatrixResponse, finite_answer
 from api.snapshots import Profiles
-from estimator import Algorithm, Estimate, SparseTraffic, estimate, estimate_traffic
+from estimator import Algorithm, Estimate, SparseTraffic, estimate, traffic_loads
 from estimator.bandwidth import FloatArray
 from estimator.errors import LimitError
+from estimator.traffic import (
+    Placement,
+    node_traffic_matrix,
+    traffic_entry_count,
+    traffic_matrix,
+)
 
 
 @dataclass(slots=True)
@@ -61,6 +68,7 @@ def create_traffic_matrix(
     profiles: Profiles,
     max_matrix_gpus: int,
     max_dense_gpus: int,
+    max_matrix_entries: int,
 ) -> TrafficAnswer:
     """The request's traffic matrix; LimitError before any allocation when over the caps."""
     layout = request.layout
@@ -90,9 +98,22 @@ def create_traffic_matrix(
             max_dense_gpus=max_dense_gpus,
         )
     result = estimate(prepared.scenario)
-    traffic = estimate_traffic(result, request.algorithm)
+    placement = Placement.from_layout(result.scenario.layout, g)
+    loads = traffic_loads(result)
+    entries = traffic_entry_count(placement, loads, request.algorithm, request.level)
+    if entries > max_matrix_entries:
+        raise LimitError(
+            f"this {request.level}-level {request.algorithm.value} traffic matrix of {gpus} "
+            f"GPUs would hold {entries:,} entries, over the cap of {max_matrix_entries:,} "
+            "(COMMEST_MAX_MATRIX_ENTRIES); ask for level=node or algorithm=ring, or raise "
+            "COMMEST_MAX_MATRIX_ENTRIES on the server",
+            entries=entries,
+            max_matrix_entries=max_matrix_entries,
+        )
     if request.level == "node":
-        traffic = traffic.by_node(g)
+        traffic = node_traffic_matrix(placement, loads, request.algorithm)
+    else:
+        traffic = traffic_matrix(placement, loads, request.algorithm)
     return TrafficAnswer(traffic, request.level, gpus, g, request.algorithm, result)
 
 
