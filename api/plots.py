@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
@@ -18,6 +19,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from api.schemas import CurveOut
 from estimator.bandwidth import FloatArray
@@ -32,36 +34,123 @@ def _png(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
-def traffic_heatmap(matrix: FloatArray, *, level: str, title: str, block: int = 1) -> bytes:
-    """A heatmap of bytes per iteration from row (sender) to column (receiver), log colours.
+#: Longer names of the kinds of traffic, for panel titles.
+KIND_NAMES: dict[str, str] = {
+    "tp": "tp (tensor parallel)",
+    "cp": "cp (context parallel)",
+    "pp": "pp (pipeline sends)",
+    "dp": "dp (data parallel)",
+    "embedding_sync": "embedding sync",
+    "expert": "expert (all-to-all)",
+}
 
-    ``block`` > 1: each cell sums a block×block square of endpoints (said on the axes).
+
+@dataclass(frozen=True, slots=True)
+class HeatmapPanel:
+    """One kind of traffic, binned: ``cells[i, j]`` sums the block of endpoints
+    [i·block, (i+1)·block) × [j·block, (j+1)·block), in the picture's unit."""
+
+    kind: str
+    cells: FloatArray
+    total: float
+
+
+def _amount(value: float) -> str:
+    """A readable figure: thousands separated from 100 up, three significant digits below."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _boundary_step(size: int, node: int, max_lines: int = 16) -> int:
+    """Endpoints between two drawn node boundaries: a node, or a power-of-two run of nodes
+    so that at most ``max_lines`` lines are drawn."""
+    step = node
+    while size / step > max_lines:
+        step *= 2
+    return step
+
+
+def traffic_heatmap(
+    panels: Sequence[HeatmapPanel],
+    *,
+    size: int,
+    block: int,
+    level: str,
+    gpus_per_node: int,
+    unit: str,
+    title: str,
+) -> bytes:
+    """Heatmaps of traffic from row (sender) to column (receiver), one panel per kind, on
+    one shared log colour scale in ``unit`` (docs/design.md, "Bounded traffic matrices").
+
+    Axes are in endpoint ids whatever the binning; at GPU level thin lines mark node
+    boundaries (every node, or every 2^k nodes when nodes are many).
     """
-    size = matrix.shape[0]
-    fig = Figure(figsize=(7.5, 6.2), dpi=100)
-    ax = fig.add_subplot(1, 1, 1)
-    positive = matrix[matrix > 0]
-    masked = np.ma.masked_less_equal(matrix, 0.0)
-    if positive.size:
-        low, high = float(positive.min()), float(positive.max())
+    count = max(1, len(panels))
+    ncols = 1 if count == 1 else 2 if count <= 4 else 3
+    nrows = -(-count // ncols)
+    width = max(6.5, 3.7 * ncols + 1.3)
+    fig = Figure(figsize=(width, 3.5 * nrows + 1.1), dpi=100, layout="constrained")
+    positive = [float(p.cells[p.cells > 0].min()) for p in panels if np.any(p.cells > 0)]
+    norm: LogNorm | None = None
+    if positive:
+        low = min(positive)
+        high = max(float(p.cells.max()) for p in panels)
         norm = LogNorm(vmin=low, vmax=high if high > low else low * 10.0)
-        image = ax.imshow(masked, cmap="viridis", norm=norm, interpolation="nearest")
-    else:
-        image = ax.imshow(masked, cmap="viridis", interpolation="nearest")
-    bar = fig.colorbar(image, ax=ax)
-    bar.set_label("bytes per iteration (log scale; blank = none)")
-    unit = "GPU" if level == "gpu" else "node"
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="white")
+    noun = "GPU" if level == "gpu" else "node"
+    extent_end = -(-size // block) * block
+    image = None
+    axes = []
+    for index in range(count):
+        ax = fig.add_subplot(nrows, ncols, index + 1)
+        axes.append(ax)
+        if not panels:
+            ax.text(0.5, 0.5, "no traffic in this view", ha="center", va="center")
+            ax.set_axis_off()
+            continue
+        panel = panels[index]
+        image = ax.imshow(
+            np.ma.masked_less_equal(panel.cells, 0.0),
+            cmap=cmap,
+            norm=norm,
+            interpolation="nearest",
+            extent=(0, extent_end, extent_end, 0),
+        )
+        ax.set_xlim(0, size)
+        ax.set_ylim(size, 0)
+        name = KIND_NAMES.get(panel.kind, panel.kind)
+        ax.set_title(f"{name}: {_amount(panel.total)} {unit} total", fontsize=9)
+        if size <= 16:
+            ticks = np.arange(size)
+            ax.set_xticks(ticks + 0.5, [str(t) for t in ticks])
+            ax.set_yticks(ticks + 0.5, [str(t) for t in ticks])
+            ax.tick_params(labelsize=6, length=0)
+        else:
+            for axis in (ax.xaxis, ax.yaxis):
+                axis.set_major_locator(MaxNLocator(nbins=6, integer=True, steps=[1, 2, 4, 8, 10]))
+            ax.tick_params(labelsize=7)
+        if level == "gpu" and size > gpus_per_node:
+            step = _boundary_step(size, gpus_per_node)
+            for edge in range(step, size, step):
+                ax.axhline(edge, color="0.6", linewidth=0.4, alpha=0.7)
+                ax.axvline(edge, color="0.6", linewidth=0.4, alpha=0.7)
+        if index % ncols == 0:
+            ax.set_ylabel(f"source {noun}", fontsize=8)
+        if index >= count - ncols:
+            ax.set_xlabel(f"destination {noun}", fontsize=8)
+    notes = []
     if block > 1:
-        unit = f"{unit} block ({block} {unit}s per cell)"
-    ax.set_xlabel(f"destination {unit}")
-    ax.set_ylabel(f"source {unit}")
-    ax.set_title(title, fontsize=10)
-    if size <= 32:
-        ticks = np.arange(size)
-        ax.set_xticks(ticks)
-        ax.set_yticks(ticks)
-        ax.tick_params(labelsize=6)
-    fig.tight_layout()
+        notes.append(f"each cell sums {block}×{block} {noun}s")
+    if level == "gpu" and size > gpus_per_node:
+        step = _boundary_step(size, gpus_per_node)
+        nodes_per_line = step // gpus_per_node
+        lines = "node boundaries" if nodes_per_line == 1 else f"every {nodes_per_line} nodes"
+        notes.append(f"grey lines: {lines} ({gpus_per_node} GPUs per node)")
+    notes.append("blank: none")
+    fig.suptitle(title + "\n" + "; ".join(notes), fontsize=9)
+    if image is not None:
+        bar = fig.colorbar(image, ax=axes, shrink=0.9)
+        bar.set_label(f"{unit} (log scale)")
     return _png(fig)
 
 

@@ -376,6 +376,20 @@ class SparseTraffic:
             self.kinds,
         )
 
+    def crossing(self, endpoints_per_node: int) -> SparseTraffic:
+        """Only the entries between different nodes (node = endpoint // endpoints_per_node:
+        the GPUs per node for a GPU-level matrix, 1 for a node-level one)."""
+        _whole_positive("endpoints_per_node", endpoints_per_node)
+        mask = self.src // endpoints_per_node != self.dst // endpoints_per_node
+        return SparseTraffic(
+            self.size,
+            self.src[mask],
+            self.dst[mask],
+            self.bytes[mask],
+            self.kind[mask],
+            self.kinds,
+        )
+
     def row_sums(self) -> FloatArray:
         """Bytes each endpoint sends per iteration (length ``size``)."""
         sums = np.bincount(self.src, weights=self.bytes, minlength=self.size)

@@ -87,3 +87,58 @@ def test_node_level_direct_is_bounded_by_node_pairs(client: TestClient) -> None:
     node = client.post("/v1/traffic-matrices", json={**_layout(1, 1, 4096), "level": "node"})
     assert node.status_code == 200, node.text
     assert node.json()["size"] == 512
+
+
+# --- view=network: only the traffic between different nodes ------------------------------
+
+SMALL = request(
+    SCALAR_C,
+    model={"preset": "gpt3-1.3b"},
+    layout={"pipeline": 2, "tensor": 4, "data": 4},
+    training={"global_batch_size": 64},
+    fidelity="detailed",
+)
+
+
+def test_network_view_drops_the_intra_node_gpu_pairs(client: TestClient) -> None:
+    every = client.post("/v1/traffic-matrices", json=SMALL).json()
+    network = client.post("/v1/traffic-matrices", json={**SMALL, "view": "network"}).json()
+    assert every["view"] == "all" and network["view"] == "network"
+    g = network["gpus_per_node"]
+    assert network["rows"] and all(r["src"] // g != r["dst"] // g for r in network["rows"])
+    crossing = [r for r in every["rows"] if r["src"] // g != r["dst"] // g]
+    assert network["rows"] == crossing
+    assert network["totals"]["entries"] == len(crossing) < every["totals"]["entries"]
+    assert "tp" not in network["totals"]["by_kind"]  # t=4 fits in a node of 8
+
+
+def test_network_view_at_node_level_drops_the_diagonal(client: TestClient) -> None:
+    body = {**SMALL, "level": "node"}
+    every = client.post("/v1/traffic-matrices", json=body).json()
+    network = client.post("/v1/traffic-matrices", json={**body, "view": "network"}).json()
+    assert any(r["src"] == r["dst"] for r in every["rows"])
+    assert network["rows"] == [r for r in every["rows"] if r["src"] != r["dst"]]
+
+
+def test_network_view_applies_to_csv_and_png(client: TestClient) -> None:
+    csv_text = client.post(
+        "/v1/traffic-matrices", json={**SMALL, "view": "network", "format": "csv"}
+    ).text
+    lines = csv_text.splitlines()[1:]
+    assert lines and all(int(x.split(",")[0]) // 8 != int(x.split(",")[1]) // 8 for x in lines)
+    png = client.post("/v1/traffic-matrices", json={**SMALL, "view": "network", "format": "png"})
+    assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+
+
+def test_a_view_with_no_traffic_still_draws(client: TestClient) -> None:
+    one_node = request(SMALL, layout={"pipeline": 1, "tensor": 4, "data": 2})
+    body = {**one_node, "view": "network", "format": "png"}
+    png = client.post("/v1/traffic-matrices", json=body)
+    assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+    rows = client.post("/v1/traffic-matrices", json={**one_node, "view": "network"}).json()
+    assert rows["rows"] == [] and rows["totals"]["bytes"] == 0
+
+
+def test_an_unknown_view_is_422(client: TestClient) -> None:
+    body = {**SMALL, "view": "inter-node"}
+    assert_problem(client.post("/v1/traffic-matrices", json=body), 422, field="view")
