@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from api.schemas import CurveOut
@@ -154,32 +155,129 @@ def traffic_heatmap(
     return _png(fig)
 
 
-def bandwidth_curves(curves: Sequence[CurveOut], *, title: str) -> bytes:
-    """busbw against message size, one line per curve, log-scaled size axis."""
-    fig = Figure(figsize=(8.0, 5.0), dpi=100)
-    ax = fig.add_subplot(1, 1, 1)
-    for curve in curves:
-        label = (
-            f"{curve.op} {curve.ranks}r/{curve.nodes}n {curve.backend}"
-            + (" (nominal)" if curve.nominal else "")
-            + (f" run {curve.run_id}" if curve.run_id is not None else "")
-        )
-        ax.plot(
-            curve.sizes_bytes,
-            curve.busbw_gbps,
-            marker="." if not curve.nominal else None,
-            linestyle="--" if curve.nominal else "-",
-            linewidth=1.0,
-            label=label,
-        )
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes, nccl-tests convention)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    if curves:
-        ax.legend(fontsize=6, loc="upper left", ncol=1 if len(curves) <= 12 else 2)
-    else:
+#: Series drawn per panel of a curves picture, and points drawn per series, at most.
+MAX_SERIES = 10
+MAX_POINTS = 64
+
+
+def _thinned(sizes: Sequence[int], values: Sequence[float]) -> tuple[FloatArray, FloatArray]:
+    """At most MAX_POINTS points of a curve, evenly spread, the first and last kept."""
+    x = np.asarray(sizes, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    if x.size > MAX_POINTS:
+        keep = np.unique(np.linspace(0, x.size - 1, MAX_POINTS).round().astype(np.int64))
+        x, y = x[keep], y[keep]
+    return x, y
+
+
+def _series_label(curve: CurveOut) -> str:
+    run = f" #{curve.run_id}" if curve.run_id is not None else ""
+    nodes = f"{curve.nodes} node{'s' if curve.nodes != 1 else ''}"
+    return f"{curve.ranks} ranks / {nodes} {curve.backend}{run}"
+
+
+def _size_label(size: float) -> str:
+    """1 KiB, 64 MiB, ...: a byte count in binary units (plain text, no mathtext)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:g} {unit}"
+        size /= 1024
+    return f"{size:g} TiB"
+
+
+def _size_ticks(ax: Any, low: float, high: float) -> None:
+    """Ticks at powers of 2 spaced to give at most 8 labels, in binary units."""
+    first, last = int(np.floor(np.log2(low))), int(np.ceil(np.log2(high)))
+    step = 1
+    while (last - first) / step > 8:
+        step *= 2
+    exponents = range(first - first % step, last + 1, step)
+    ticks = [2.0**e for e in exponents]
+    ax.set_xticks(ticks, [_size_label(t) for t in ticks])
+    ax.set_xticks([], minor=True)
+
+
+def _nearest(family: Sequence[CurveOut], curve: CurveOut) -> CurveOut | None:
+    """The family curve of the same collective whose node count is nearest (log scale)."""
+    same = [f for f in family if f.op == curve.op]
+    if not same:
+        return None
+    return min(same, key=lambda f: (abs(np.log2(f.nodes / curve.nodes)), f.ranks))
+
+
+def bandwidth_curves(
+    curves: Sequence[CurveOut],
+    *,
+    title: str,
+    omitted: dict[str, int] | None = None,
+    family: Sequence[CurveOut] = (),
+    family_name: str | None = None,
+) -> bytes:
+    """busbw against message size, one panel per collective (log-scaled size axis).
+
+    At most MAX_SERIES series per panel (the rest said as "+N more") and MAX_POINTS points
+    per series, so the picture costs the same whatever the profile holds. ``family``: the
+    nominal curves of the profile's GPU family, drawn dashed in the colour of the measured
+    series whose node count they match best (docs/design.md, "Bounded traffic matrices and
+    pictures").
+    """
+    omitted = dict(omitted or {})
+    ops = sorted({c.op for c in curves} | set(omitted))
+    count = max(1, len(ops))
+    ncols = 1 if count == 1 else 2
+    nrows = -(-count // ncols)
+    fig = Figure(figsize=(6.4 * ncols, 4.2 * nrows + 0.5), dpi=100, layout="constrained")
+    fig.suptitle(title, fontsize=10)
+    palette = matplotlib.colormaps["tab10"]
+    if not ops:
+        ax = fig.add_subplot(1, 1, 1)
         ax.text(0.5, 0.5, "no curves", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
+        ax.set_axis_off()
+        return _png(fig)
+    for index, op in enumerate(ops):
+        ax = fig.add_subplot(nrows, ncols, index + 1)
+        series = sorted(
+            (c for c in curves if c.op == op),
+            key=lambda c: (c.nominal, c.nodes, c.ranks, c.run_id or 0),
+        )
+        more = omitted.get(op, 0) + max(0, len(series) - MAX_SERIES)
+        series = series[:MAX_SERIES]
+        overlaid: set[tuple[int, int]] = set()
+        for number, curve in enumerate(series):
+            colour = palette(number % 10)
+            x, y = _thinned(curve.sizes_bytes, curve.busbw_gbps)
+            dashed = curve.nominal
+            ax.plot(
+                x,
+                y,
+                color=colour,
+                linestyle="--" if dashed else "-",
+                marker=None if dashed or x.size > 24 else ".",
+                markersize=3,
+                linewidth=1.2,
+                label=_series_label(curve)
+                + (" (nominal)" if dashed and curve.backend != "nominal" else ""),
+            )
+            match = None if dashed else _nearest(family, curve)
+            if match is not None and (match.ranks, match.nodes) not in overlaid:
+                overlaid.add((match.ranks, match.nodes))
+                fx, fy = _thinned(match.sizes_bytes, match.busbw_gbps)
+                ax.plot(fx, fy, color=colour, linestyle="--", linewidth=1.0, alpha=0.8)
+        handles, labels = ax.get_legend_handles_labels()
+        if overlaid and family_name:
+            handles.append(Line2D([], [], color="0.3", linestyle="--", linewidth=1.0))
+            labels.append(f"dashed: {family_name} nominal, nearest node count")
+        if more:
+            handles.append(Line2D([], [], linestyle="none"))
+            labels.append(f"+{more} more runs not drawn (format=json lists them all)")
+        ax.legend(handles, labels, fontsize=7, loc="upper left", frameon=True, framealpha=0.85)
+        ax.set_xscale("log", base=2)
+        low, high = ax.get_xlim()
+        _size_ticks(ax, max(low, 1.0), max(high, 2.0))
+        ax.set_xlim(low, high)
+        ax.set_title(op, fontsize=10)
+        ax.set_xlabel("message size (nccl-tests convention)", fontsize=8)
+        ax.set_ylabel("bus bandwidth (GB/s)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, which="major", alpha=0.3)
     return _png(fig)
