@@ -520,8 +520,8 @@ def traffic_entry_count(
     level: str = "gpu",
 ) -> int:
     """Entries :func:`traffic_matrix` (``level="gpu"``) or :func:`node_traffic_matrix`
-    (``level="node"``) will build, computed before building anything (docs/design.md,
-    "Bounded traffic matrices").
+    (``level="node"``) will build, computed before building anything (docs/design.md
+    §5.1).
 
     GPU level, exact: a ring of n members has n pairs, all pairs n(n-1) (a ring's pairs are
     among them when both patterns meet in one kind); pp has p-1 pairs per pipeline and
@@ -561,7 +561,7 @@ def traffic_matrix(
     loads: Sequence[CollectiveLoad],
     algorithm: Algorithm = Algorithm.RING,
 ) -> SparseTraffic:
-    """Bytes per iteration between every pair of GPUs, by kind of traffic (DESIGN.md §5).
+    """Bytes per iteration between every pair of GPUs, by kind of traffic (docs/design.md §5).
 
     Builds :func:`traffic_entry_count` entries: check that count first when it may be large.
     """
@@ -577,7 +577,7 @@ def node_traffic_matrix(
 
     A group whose members number c_a on node a sends w · (c_a c_b - [a = b] c_a) bytes from
     node a to node b (w per GPU pair), so only the k² node pairs of a group spanning k nodes
-    are made (docs/design.md, "Bounded traffic matrices").
+    are made (docs/design.md §5.1).
     """
     return _build(placement, loads, Algorithm(algorithm), by_node=True)
 

@@ -1,6 +1,5 @@
 """GET /v1/profiles/{name}/curves?format=png: one panel per collective, a bounded pick of the
-runs, the GPU family's nominal curves overlaid (docs/design.md, "Bounded traffic matrices and
-pictures")."""
+runs, the GPU family's nominal curves overlaid (docs/design.md §5.1)."""
 
 from __future__ import annotations
 
