@@ -81,7 +81,7 @@ def traffic_heatmap(
     title: str,
 ) -> bytes:
     """Heatmaps of traffic from row (sender) to column (receiver), one panel per kind, on
-    one shared log colour scale in ``unit`` (docs/design.md §5.1).
+    one shared log colour scale in ``unit`` (docs/design.md §5.2).
 
     Axes are in endpoint ids whatever the binning; at GPU level thin lines mark node
     boundaries (every node, or every 2^k nodes when nodes are many).
@@ -218,7 +218,7 @@ def bandwidth_curves(
     At most MAX_SERIES series per panel (the rest said as "+N more") and MAX_POINTS points
     per series, so the picture costs the same whatever the profile holds. ``family``: the
     nominal curves of the profile's GPU family, drawn dashed in the colour of the measured
-    series whose node count they match best (docs/design.md §5.1).
+    series whose node count they match best (docs/design.md §5.2).
     """
     omitted = dict(omitted or {})
     ops = sorted({c.op for c in curves} | set(omitted))

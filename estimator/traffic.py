@@ -521,7 +521,7 @@ def traffic_entry_count(
 ) -> int:
     """Entries :func:`traffic_matrix` (``level="gpu"``) or :func:`node_traffic_matrix`
     (``level="node"``) will build, computed before building anything (docs/design.md
-    §5.1).
+    §5.2).
 
     GPU level, exact: a ring of n members has n pairs, all pairs n(n-1) (a ring's pairs are
     among them when both patterns meet in one kind); pp has p-1 pairs per pipeline and
@@ -577,7 +577,7 @@ def node_traffic_matrix(
 
     A group whose members number c_a on node a sends w · (c_a c_b - [a = b] c_a) bytes from
     node a to node b (w per GPU pair), so only the k² node pairs of a group spanning k nodes
-    are made (docs/design.md §5.1).
+    are made (docs/design.md §5.2).
     """
     return _build(placement, loads, Algorithm(algorithm), by_node=True)
 

@@ -1056,7 +1056,7 @@ def profile_picture_curves(
     """At most ``max_per_op`` enabled runs per collective, spread over the placements (runs
     are picked from their heads, then only their points are read), whatever the profile
     holds; the nominal curves of a nominal profile, or of a measured profile's GPU family
-    (docs/design.md §5.1)."""
+    (docs/design.md §5.2)."""
     row = session.execute(_PROFILE_FOR_BANDWIDTH.where(Profile.name == profile_name)).first()
     if row is None:
         raise NotFoundError(f"no profile named {profile_name!r}", name=profile_name)

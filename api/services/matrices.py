@@ -2,7 +2,7 @@
 
 The caps (``max_matrix_gpus``, ``max_dense_gpus``) are checked before any estimate is made;
 ``max_matrix_entries`` bounds the entries the matrix will hold, counted in closed form from the
-estimate's loads before any pair is made (docs/design.md §5.1).
+estimate's loads before any pair is made (docs/design.md §5.2).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def traffic_png(*, answer: TrafficAnswer, layout: LayoutIn) -> bytes:
     """Heatmaps of a traffic matrix, one panel per kind of traffic, binned to what a picture
     shows (matplotlib is loaded here, only to draw; the caps were checked before the matrix
     was made). View ``all``: GB per iteration; view ``network``: GB/s, bytes per iteration
-    over the iteration time (docs/design.md §5.1)."""
+    over the iteration time (docs/design.md §5.2)."""
     from api import plots
 
     traffic = answer.traffic

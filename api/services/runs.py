@@ -166,7 +166,7 @@ def picture_curves(
 ) -> repository.PictureCurves:
     """What GET /v1/profiles/{name}/curves?format=png draws: at most ``plots.MAX_SERIES``
     runs per collective (the rest counted) and the GPU family's nominal curves, read without
-    the points of the runs left out (docs/design.md §5.1)."""
+    the points of the runs left out (docs/design.md §5.2)."""
     from api import plots
 
     return repository.profile_picture_curves(

@@ -1,5 +1,5 @@
 """GET /v1/profiles/{name}/curves?format=png: one panel per collective, a bounded pick of the
-runs, the GPU family's nominal curves overlaid (docs/design.md §5.1)."""
+runs, the GPU family's nominal curves overlaid (docs/design.md §5.2)."""
 
 from __future__ import annotations
 

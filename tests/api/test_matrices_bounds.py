@@ -1,5 +1,5 @@
 """POST /v1/traffic-matrices is bounded by the entries it would build
-(COMMEST_MAX_MATRIX_ENTRIES, docs/design.md §5.1)."""
+(COMMEST_MAX_MATRIX_ENTRIES, docs/design.md §5.2)."""
 
 from __future__ import annotations
 

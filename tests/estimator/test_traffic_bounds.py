@@ -1,5 +1,5 @@
 """The entry count of a traffic matrix, known before building it, and the node-level build
-that makes no GPU pairs for all-pairs groups (docs/design.md §5.1)."""
+that makes no GPU pairs for all-pairs groups (docs/design.md §5.2)."""
 
 import numpy as np
 import pytest
