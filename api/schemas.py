@@ -397,8 +397,17 @@ class EstimateRequest(_ScenarioIn):
     cluster: ClusterIn
 
 
+#: Which traffic a matrix shows: every entry, or only what crosses the network.
+TrafficView = Literal["all", "network"]
+
+
 class TrafficMatrixRequest(EstimateRequest):
-    """POST /v1/traffic-matrices: an estimate request plus the matrix's form."""
+    """POST /v1/traffic-matrices: an estimate request plus the matrix's form.
+
+    ``view``: ``all`` (every entry) or ``network`` (only entries between different nodes:
+    intra-node GPU pairs, or the node-level diagonal, left out; the PNG then shows GB/s,
+    bytes per iteration over the iteration time).
+    """
 
     model_config = ConfigDict(
         extra="forbid",
@@ -408,6 +417,10 @@ class TrafficMatrixRequest(EstimateRequest):
     format: Literal["json", "csv", "png"] = "json"
     level: Literal["gpu", "node"] = "gpu"
     algorithm: Algorithm = Algorithm.RING
+    view: TrafficView = Field(
+        "all",
+        description="all entries, or network: only traffic between different nodes",
+    )
 
 
 class PlanConstraints(_In):
@@ -966,6 +979,7 @@ class TrafficMatrixResponse(_Out):
     level: Literal["gpu", "node"]
     size: int = Field(validation_alias=AliasPath("traffic", "size"))
     algorithm: Algorithm
+    view: TrafficView = "all"
     unit: Literal["bytes per iteration"] = "bytes per iteration"
     rows: list[TrafficRowOut]
     totals: TrafficTotalsOut

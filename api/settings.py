@@ -50,6 +50,7 @@ class Settings(BaseModel):
     max_dense_gpus: int = Field(default=4096, gt=0)
     max_plan_layouts: int = Field(default=2_000_000, gt=0)
     max_matrix_gpus: int = Field(default=65536, gt=0)
+    max_matrix_entries: int = Field(default=1_000_000, gt=0)
 
     @property
     def sqlite_path(self) -> Path:

@@ -1,15 +1,21 @@
-"""Speed of the sparse traffic matrix and its node aggregation at 16,384 GPUs.
+"""Speed of the sparse traffic matrix and its node aggregation at 16,384 GPUs, and of the
+pictures and refusals of POST /v1/traffic-matrices.
 
 A plain script (not a test): ``python3 bench/bench_traffic.py``. Prints the median of a few
-repeats per case. Target (on a 2-core machine): build < 1 s and by_node < 1 s for the
-ring algorithm.
+repeats per case. Targets (on a 2-core machine): build < 1 s and by_node < 1 s for the
+ring algorithm; the 4,096-GPU heatmap PNG < 1 s of CPU; a matrix over
+COMMEST_MAX_MATRIX_ENTRIES refused (413) in well under a second.
 """
 
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 from estimator.bandwidth import Collective, TrafficKind
 from estimator.traffic import (
@@ -17,6 +23,7 @@ from estimator.traffic import (
     CollectiveLoad,
     Placement,
     SparseTraffic,
+    node_traffic_matrix,
     traffic_matrix,
 )
 
@@ -66,11 +73,80 @@ def run(
     matrix = result[0]
     t_node = median_s(lambda: matrix.by_node(placement.gpus_per_node))
     nodes = matrix.by_node(placement.gpus_per_node)
+    t_direct_node = median_s(lambda: node_traffic_matrix(placement, loads, algorithm))
     print(
         f"{name:<44} G={placement.gpus:>6} entries={len(matrix):>9,} "
         f"build={t_build * 1e3:8.1f} ms  by_node={t_node * 1e3:8.1f} ms "
-        f"(node entries={len(nodes):,})"
+        f"node build={t_direct_node * 1e3:8.1f} ms (node entries={len(nodes):,})"
     )
+
+
+PNG_4096: dict[str, Any] = {
+    "model": {"preset": "gpt3-175b"},
+    "layout": {"pipeline": 8, "tensor": 8, "data": 64},
+    "training": {"global_batch_size": 1536, "micro_batch_size": 1, "recompute": "full"},
+    "cluster": {"profile": "dgx-a100-nominal"},
+    "fidelity": "detailed",
+    "format": "png",
+}
+
+
+def cpu_s(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Median CPU time (every thread of the process) of ``fn``, after a warm-up."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
+def requests() -> None:
+    """POST /v1/traffic-matrices in process: the 4,096-GPU PNG and the refused matrices."""
+    from pydantic import SecretStr
+
+    from api.app import create_app
+    from api.settings import Settings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(
+            database_url=f"sqlite:///{Path(tmp) / 'bench.sqlite3'}",
+            data_dir=Path(tmp),
+            api_token=SecretStr("bench"),
+        )
+        with TestClient(create_app(settings)) as client:
+            cases: list[tuple[str, dict[str, Any], float]] = [
+                ("PNG p8 t8 d64 gpu level, view all", PNG_4096, 1.0),
+                ("PNG p8 t8 d64 gpu level, direct", {**PNG_4096, "algorithm": "direct"}, 1.0),
+                ("PNG p8 t8 d64 node level", {**PNG_4096, "level": "node"}, 1.0),
+            ]
+            for p, t, d in ((1, 8, 2048), (1, 8, 4096), (1, 1, 65536)):
+                body = {
+                    **PNG_4096,
+                    "model": {"preset": "gpt3-1.3b"},
+                    "layout": {"pipeline": p, "tensor": t, "data": d},
+                    "training": {"global_batch_size": 65536},
+                    "format": "json",
+                    "algorithm": "direct",
+                }
+                cases.append((f"refused direct p{p} t{t} d{d} (413)", body, 1.0))
+            for name, body, target in cases:
+                status: list[int] = []
+
+                def post(body: dict[str, Any] = body, status: list[int] = status) -> None:
+                    status[:] = [client.post("/v1/traffic-matrices", json=body).status_code]
+
+                took = cpu_s(post)
+                verdict = "ok" if took < target else "OVER"
+                print(
+                    f"{name:<44} status={status[0]} cpu={took * 1e3:8.1f} ms "
+                    f"(target < {target:.0f} s: {verdict})"
+                )
 
 
 def main() -> None:
@@ -81,6 +157,7 @@ def main() -> None:
     run("GPT-3 MoE p8 t8 d256 ep8 ring", moe, gpt3_loads(8, 8, 256, m, True), Algorithm.RING)
     run("GPT-3 175B p8 t8 d256 direct", dense, gpt3_loads(8, 8, 256, m), Algorithm.DIRECT)
     run("GPT-3 MoE p8 t8 d256 ep8 direct", moe, gpt3_loads(8, 8, 256, m, True), Algorithm.DIRECT)
+    requests()
 
 
 if __name__ == "__main__":

@@ -376,6 +376,20 @@ class SparseTraffic:
             self.kinds,
         )
 
+    def crossing(self, endpoints_per_node: int) -> SparseTraffic:
+        """Only the entries between different nodes (node = endpoint // endpoints_per_node:
+        the GPUs per node for a GPU-level matrix, 1 for a node-level one)."""
+        _whole_positive("endpoints_per_node", endpoints_per_node)
+        mask = self.src // endpoints_per_node != self.dst // endpoints_per_node
+        return SparseTraffic(
+            self.size,
+            self.src[mask],
+            self.dst[mask],
+            self.bytes[mask],
+            self.kind[mask],
+            self.kinds,
+        )
+
     def row_sums(self) -> FloatArray:
         """Bytes each endpoint sends per iteration (length ``size``)."""
         sums = np.bincount(self.src, weights=self.bytes, minlength=self.size)
@@ -453,14 +467,19 @@ def _all_pairs(groups: IntArray) -> tuple[IntArray, IntArray]:
     return src.ravel(), dst.ravel()
 
 
-def traffic_matrix(
-    placement: Placement,
-    loads: Sequence[CollectiveLoad],
-    algorithm: Algorithm = Algorithm.RING,
-) -> SparseTraffic:
-    """Bytes per iteration between every pair of GPUs, by kind of traffic (docs/design.md §5)."""
-    algorithm = Algorithm(algorithm)
-    # Per kind, the bytes per pair of each pattern; loads of one pattern share their pairs.
+@dataclass(frozen=True, slots=True)
+class _Patterns:
+    """Bytes per pair of each pattern, per kind: loads of one pattern share their pairs."""
+
+    ring: dict[TrafficKind, float]
+    spread: dict[TrafficKind, float]
+    forward: float
+    backward: float
+
+
+def _patterns(
+    placement: Placement, loads: Sequence[CollectiveLoad], algorithm: Algorithm
+) -> _Patterns:
     ring: dict[TrafficKind, float] = {}
     spread: dict[TrafficKind, float] = {}
     forward = 0.0
@@ -482,36 +501,160 @@ def traffic_matrix(
             spread[kind] = spread.get(kind, 0.0) + volume / (n - 1)
         else:
             ring[kind] = ring.get(kind, 0.0) + volume
+    if placement.pipeline == 1:
+        forward = backward = 0.0
+    return _Patterns(ring, spread, forward, backward)
 
+
+def _group_count(placement: Placement, kind: TrafficKind) -> int:
+    """Groups of ``kind`` (the rows of :meth:`Placement.group_ranks`), in closed form."""
+    if kind is TrafficKind.EMBEDDING_SYNC:
+        return placement.gpus // placement.pipeline
+    return placement.gpus // placement.group_size(kind)
+
+
+def traffic_entry_count(
+    placement: Placement,
+    loads: Sequence[CollectiveLoad],
+    algorithm: Algorithm = Algorithm.RING,
+    level: str = "gpu",
+) -> int:
+    """Entries :func:`traffic_matrix` (``level="gpu"``) or :func:`node_traffic_matrix`
+    (``level="node"``) will build, computed before building anything (docs/design.md
+    §5.2).
+
+    GPU level, exact: a ring of n members has n pairs, all pairs n(n-1) (a ring's pairs are
+    among them when both patterns meet in one kind); pp has p-1 pairs per pipeline and
+    direction. Node level, the work of the aggregated build (an upper bound of the merged
+    entries): ring and pp pairs as at GPU level, then k² node pairs per all-pairs group
+    spanning k nodes (O(G) to count, no pair is made).
+    """
+    pat = _patterns(placement, loads, Algorithm(algorithm))
+    count = 0
+    for kind in set(pat.ring) | set(pat.spread):
+        n = placement.group_size(kind)
+        groups = _group_count(placement, kind)
+        if kind in pat.spread and level == "node":
+            count += int(np.square(_nodes_per_group(placement, kind)).sum())
+            if kind in pat.ring:
+                count += groups * n
+        elif kind in pat.spread:
+            count += groups * n * (n - 1)
+        else:
+            count += groups * n
+    pipelines = placement.gpus // placement.pipeline
+    for volume in (pat.forward, pat.backward):
+        if volume > 0.0:
+            count += pipelines * (placement.pipeline - 1)
+    return count
+
+
+def _nodes_per_group(placement: Placement, kind: TrafficKind) -> IntArray:
+    """Distinct nodes each group of ``kind`` spans, shape (groups,)."""
+    nodes = np.sort(placement.group_ranks(kind) // placement.gpus_per_node, axis=1)
+    spans: IntArray = 1 + np.count_nonzero(np.diff(nodes, axis=1), axis=1)
+    return spans
+
+
+def traffic_matrix(
+    placement: Placement,
+    loads: Sequence[CollectiveLoad],
+    algorithm: Algorithm = Algorithm.RING,
+) -> SparseTraffic:
+    """Bytes per iteration between every pair of GPUs, by kind of traffic (docs/design.md §5).
+
+    Builds :func:`traffic_entry_count` entries: check that count first when it may be large.
+    """
+    return _build(placement, loads, Algorithm(algorithm), by_node=False)
+
+
+def node_traffic_matrix(
+    placement: Placement,
+    loads: Sequence[CollectiveLoad],
+    algorithm: Algorithm = Algorithm.RING,
+) -> SparseTraffic:
+    """``traffic_matrix(...).by_node(g)``, without making the GPU pairs of all-pairs groups.
+
+    A group whose members number c_a on node a sends w · (c_a c_b - [a = b] c_a) bytes from
+    node a to node b (w per GPU pair), so only the k² node pairs of a group spanning k nodes
+    are made (docs/design.md §5.2).
+    """
+    return _build(placement, loads, Algorithm(algorithm), by_node=True)
+
+
+def _node_pairs(
+    placement: Placement, groups: IntArray, per_pair: float
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """Node-to-node bytes of the all-pairs pattern over ``groups`` (before merging)."""
+    g = placement.gpus_per_node
+    count, width = groups.shape
+    nodes = np.sort(groups // g, axis=1)
+    # (group, node, members on that node) triples, in group order
+    first = np.ones(nodes.shape, dtype=bool)
+    first[:, 1:] = nodes[:, 1:] != nodes[:, :-1]
+    flat_first = first.ravel()
+    starts = np.flatnonzero(flat_first)
+    node = nodes.ravel()[starts]
+    members = np.diff(np.append(starts, count * width))
+    group = starts // width
+    spans = np.bincount(group, minlength=count)
+    group_start = np.concatenate(([0], np.cumsum(spans)[:-1]))
+    # every triple i meets every triple j of its group (i = j included)
+    reps = spans[group]
+    left = np.repeat(np.arange(node.size), reps)
+    offset = np.arange(left.size) - np.repeat(np.cumsum(reps) - reps, reps)
+    right = group_start[group[left]] + offset
+    weight = members[left] * members[right] - np.where(left == right, members[left], 0)
+    keep = weight > 0
+    src: IntArray = node[left][keep]
+    dst: IntArray = node[right][keep]
+    nbytes: FloatArray = weight[keep].astype(np.float64) * per_pair
+    return src, dst, nbytes
+
+
+def _build(
+    placement: Placement,
+    loads: Sequence[CollectiveLoad],
+    algorithm: Algorithm,
+    *,
+    by_node: bool,
+) -> SparseTraffic:
+    pat = _patterns(placement, loads, algorithm)
     srcs: list[IntArray] = []
     dsts: list[IntArray] = []
     weights: list[FloatArray] = []
     codes: list[KindArray] = []
+    g = placement.gpus_per_node if by_node else 1
 
     def add(kind: TrafficKind, pairs: tuple[IntArray, IntArray], per_pair: float) -> None:
         src, dst = pairs
-        srcs.append(src)
-        dsts.append(dst)
+        srcs.append(src // g)
+        dsts.append(dst // g)
         weights.append(np.full(src.size, per_pair, dtype=np.float64))
         codes.append(np.full(src.size, _KIND_CODE[kind], dtype=np.int8))
 
-    groups_cache: dict[TrafficKind, IntArray] = {}
     for kind in KINDS:
-        if kind not in ring and kind not in spread:
+        if kind not in pat.ring and kind not in pat.spread:
             continue
-        groups = groups_cache.setdefault(kind, placement.group_ranks(kind))
-        if kind in ring:
-            add(kind, _ring_pairs(groups), ring[kind])
-        if kind in spread:
-            add(kind, _all_pairs(groups), spread[kind])
-    if placement.pipeline > 1 and (forward > 0.0 or backward > 0.0):
+        groups = placement.group_ranks(kind)
+        if kind in pat.ring:
+            add(kind, _ring_pairs(groups), pat.ring[kind])
+        if kind in pat.spread and by_node:
+            src, dst, nbytes = _node_pairs(placement, groups, pat.spread[kind])
+            srcs.append(src)
+            dsts.append(dst)
+            weights.append(nbytes)
+            codes.append(np.full(src.size, _KIND_CODE[kind], dtype=np.int8))
+        elif kind in pat.spread:
+            add(kind, _all_pairs(groups), pat.spread[kind])
+    if pat.forward > 0.0 or pat.backward > 0.0:
         stages = placement.group_ranks("pp")
-        if forward > 0.0:
-            add(TrafficKind.PP, (stages[:, :-1].ravel(), stages[:, 1:].ravel()), forward)
-        if backward > 0.0:
-            add(TrafficKind.PP, (stages[:, 1:].ravel(), stages[:, :-1].ravel()), backward)
+        if pat.forward > 0.0:
+            add(TrafficKind.PP, (stages[:, :-1].ravel(), stages[:, 1:].ravel()), pat.forward)
+        if pat.backward > 0.0:
+            add(TrafficKind.PP, (stages[:, 1:].ravel(), stages[:, :-1].ravel()), pat.backward)
 
-    size = placement.gpus
+    size = placement.nodes if by_node else placement.gpus
     if not srcs:
         return SparseTraffic(
             size,

@@ -762,10 +762,12 @@ def load_run_curves(
     placements: Iterable[tuple[str, int, int]] | None = None,
     op: str | None = None,
     include_disabled: bool = False,
+    run_ids: Iterable[int] | None = None,
 ) -> list[RunCurve]:
     """Curves of a profile's runs (enabled ones unless ``include_disabled``), in one query.
 
-    ``placements`` limits them to some (collective, ranks, nodes); ``op`` to one collective.
+    ``placements`` limits them to some (collective, ranks, nodes); ``op`` to one collective;
+    ``run_ids`` to some runs.
     """
     query = (
         select(
@@ -781,7 +783,6 @@ def load_run_curves(
             Run.beta_gbps,
             Upload.filename,
             Upload.label,
-            Upload.flags,
             Point.size_bytes,
             Point.time_us,
             Point.in_place,
@@ -802,8 +803,22 @@ def load_run_curves(
         query = query.where(
             or_(*(and_(Run.collective == c, Run.ranks == r, Run.nodes == k) for c, r, k in wanted))
         )
+    if run_ids is not None:
+        ids = sorted(set(run_ids))
+        if not ids:
+            return []
+        query = query.where(Run.id.in_(ids))
     curves: list[RunCurve] = []
     rows = session.execute(query).all()
+    # an upload's flags once per upload, not once per point row (they may be long)
+    upload_ids = sorted({r.upload_id for r in rows})
+    flags_of: dict[int, Any] = {}
+    for chunk in range(0, len(upload_ids), 500):
+        wanted_ids = upload_ids[chunk : chunk + 500]
+        found = session.execute(
+            select(Upload.id, Upload.flags).where(Upload.id.in_(wanted_ids))
+        ).all()
+        flags_of.update({u.id: u.flags for u in found})
     start = 0
     while start < len(rows):
         run_id = rows[start].id
@@ -819,12 +834,12 @@ def load_run_curves(
             ranks=head.ranks,
             nodes=head.nodes,
             points=[(r.size_bytes, r.time_us, r.in_place) for r in rows[start:end]],
-            label=_label_of(head),
+            label=_label_of(head, flags_of.get(head.upload_id)),
             backend=head.backend,
             fit=fit,
             run_id=run_id,
             dtype=head.dtype,
-            flagged=bool(head.flags),
+            flagged=bool(flags_of.get(head.upload_id)),
         )
         if curve is not None:
             curves.append(curve)
@@ -832,7 +847,7 @@ def load_run_curves(
     return curves
 
 
-def _label_of(row: Any) -> str:
+def _label_of(row: Any, flags: Any) -> str:
     return _label_text(
         row.id,
         row.tool,
@@ -843,7 +858,7 @@ def _label_of(row: Any) -> str:
         row.upload_id,
         row.filename,
         row.label,
-        row.flags,
+        flags,
     )
 
 
@@ -1028,6 +1043,71 @@ def profile_curves(
         wanted = parse_collective(op) if op is not None else None
         curves += [c for c in nominal_curves(row.name) if wanted is None or c.op is wanted]
     return curve_data(curves)
+
+
+@dataclass(frozen=True, slots=True)
+class PictureCurves:
+    """What a curves picture draws: a bounded pick of a profile's runs per collective, how
+    many it left out, and the nominal curves of the profile's GPU family to overlay."""
+
+    curves: list[CurveData]
+    omitted: dict[str, int]
+    family: list[CurveData]
+    family_name: str | None
+
+
+def _spread_pick(count: int, keep: int) -> list[int]:
+    """``keep`` indices evenly spread over ``range(count)`` (all of them when it fits)."""
+    if count <= keep:
+        return list(range(count))
+    return sorted({round(i * (count - 1) / (keep - 1)) for i in range(keep)})
+
+
+def profile_picture_curves(
+    *,
+    session: Session,
+    profile_name: str,
+    op: str | None = None,
+    include_nominal: bool = True,
+    max_per_op: int = 10,
+) -> PictureCurves:
+    """At most ``max_per_op`` enabled runs per collective, spread over the placements (runs
+    are picked from their heads, then only their points are read), whatever the profile
+    holds; the nominal curves of a nominal profile, or of a measured profile's GPU family
+    (docs/design.md §5.2)."""
+    row = session.execute(_PROFILE_FOR_BANDWIDTH.where(Profile.name == profile_name)).first()
+    if row is None:
+        raise NotFoundError(f"no profile named {profile_name!r}", name=profile_name)
+    heads_query = (
+        select(Run.id, Run.collective, Run.ranks, Run.nodes, Run.backend)
+        .join(Upload, Upload.id == Run.upload_id)
+        .where(Run.profile_id == row.id, ~Upload.disabled)
+    )
+    if op is not None:
+        heads_query = heads_query.where(Run.collective == parse_collective(op).value)
+    by_op: dict[str, list[Any]] = {}
+    for head in session.execute(heads_query).all():
+        by_op.setdefault(head.collective, []).append(head)
+    chosen: list[int] = []
+    omitted: dict[str, int] = {}
+    for collective, heads in sorted(by_op.items()):
+        heads.sort(key=lambda h: (h.nodes, h.ranks, h.backend or "", h.id))
+        picked = _spread_pick(len(heads), max_per_op)
+        chosen += [heads[i].id for i in picked]
+        if len(heads) > len(picked):
+            omitted[collective] = len(heads) - len(picked)
+    curves = load_run_curves(session=session, profile_id=row.id, op=op, run_ids=chosen)
+    wanted = parse_collective(op) if op is not None else None
+    own_nominal = row.nominal and row.name in NOMINAL_SPECS
+    if include_nominal and own_nominal:
+        curves += [c for c in nominal_curves(row.name) if wanted is None or c.op is wanted]
+    family: list[RunCurve] = []
+    family_name: str | None = row.name if own_nominal else None
+    spec = None if own_nominal else family_spec(row.gpu_model)
+    if include_nominal and spec is not None:
+        family_name = spec.name
+        family = [c for c in nominal_curves(spec.name) if wanted is None or c.op is wanted]
+    return PictureCurves(curve_data(curves), omitted, curve_data(family), family_name)
 
 
 def profile_tuning_table(

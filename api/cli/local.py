@@ -192,6 +192,7 @@ class LocalClient(Client):
                 profiles=self.profiles(),
                 max_matrix_gpus=self.settings.max_matrix_gpus,
                 max_dense_gpus=self.settings.max_dense_gpus,
+                max_matrix_entries=self.settings.max_matrix_entries,
             )
             if request.format == "csv":
                 return "".join(matrices.traffic_csv_lines(answer=answer)).encode("utf-8")

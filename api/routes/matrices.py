@@ -37,6 +37,7 @@ def create_traffic_matrix(
         profiles=runtime.profiles(),
         max_matrix_gpus=settings.max_matrix_gpus,
         max_dense_gpus=settings.max_dense_gpus,
+        max_matrix_entries=settings.max_matrix_entries,
     )
     if body.format == "csv":
         return StreamingResponse(

@@ -22,7 +22,6 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 
-from api import plots
 from api.deps import RuntimeDep, Writer
 from api.problems import problem_responses
 from api.runtime import Runtime
@@ -345,12 +344,15 @@ def curves(
     include_nominal: bool = True,
 ) -> CurvesResponse | Response:
     """busbw against message size per enabled run (``format=png``: a log-x plot)."""
+    if format == "png":  # a bounded pick of the runs, whatever the profile holds
+        with runtime.read_session() as session:
+            picked = service.picture_curves(
+                session=session, name=name, op=op, include_nominal=include_nominal
+            )
+        png = service.curves_png(picked=picked, name=name, op=op)
+        return Response(png, media_type="image/png")
     with runtime.read_session() as session:
-        body = service.curves(session=session, name=name, op=op, include_nominal=include_nominal)
-    if format == "png":
-        title = f"profile {name}: bus bandwidth by message size" + (f" ({op.value})" if op else "")
-        return Response(plots.bandwidth_curves(body.curves, title=title), media_type="image/png")
-    return body
+        return service.curves(session=session, name=name, op=op, include_nominal=include_nominal)
 
 
 @router.get(

@@ -1,11 +1,13 @@
 """Traffic matrices: GPU-to-GPU (or node-to-node) bytes per iteration, as rows, CSV or bins.
 
-The caps (``max_matrix_gpus``, ``max_dense_gpus``) are checked before any estimate is made
-or any matrix allocated.
+The caps (``max_matrix_gpus``, ``max_dense_gpus``) are checked before any estimate is made;
+``max_matrix_entries`` bounds the entries the matrix will hold, counted in closed form from the
+estimate's loads before any pair is made (docs/design.md §5.2).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -13,11 +15,26 @@ from typing import Any, Literal
 import numpy as np
 
 from api.scenario import figures, prepare
-from api.schemas import LayoutIn, TrafficMatrixRequest, TrafficMatrixResponse, finite_answer
+from api.schemas import (
+    LayoutIn,
+    TrafficMatrixRequest,
+    TrafficMatrixResponse,
+    TrafficView,
+    finite_answer,
+)
 from api.snapshots import Profiles
-from estimator import Algorithm, Estimate, SparseTraffic, estimate, estimate_traffic
+from estimator import Algorithm, Estimate, SparseTraffic, estimate, traffic_loads
 from estimator.bandwidth import FloatArray
 from estimator.errors import LimitError
+from estimator.traffic import (
+    Placement,
+    node_traffic_matrix,
+    traffic_entry_count,
+    traffic_matrix,
+)
+
+#: Cells per side of a heatmap panel at most (a panel is about 300 pixels wide).
+PANEL_CELLS = 256
 
 
 @dataclass(slots=True)
@@ -30,6 +47,7 @@ class TrafficAnswer:
     gpus_per_node: int
     algorithm: Algorithm
     result: Estimate
+    view: TrafficView = "all"
 
     def entries(
         self, start: int = 0, stop: int | None = None
@@ -61,6 +79,7 @@ def create_traffic_matrix(
     profiles: Profiles,
     max_matrix_gpus: int,
     max_dense_gpus: int,
+    max_matrix_entries: int,
 ) -> TrafficAnswer:
     """The request's traffic matrix; LimitError before any allocation when over the caps."""
     layout = request.layout
@@ -90,10 +109,25 @@ def create_traffic_matrix(
             max_dense_gpus=max_dense_gpus,
         )
     result = estimate(prepared.scenario)
-    traffic = estimate_traffic(result, request.algorithm)
+    placement = Placement.from_layout(result.scenario.layout, g)
+    loads = traffic_loads(result)
+    entries = traffic_entry_count(placement, loads, request.algorithm, request.level)
+    if entries > max_matrix_entries:
+        raise LimitError(
+            f"this {request.level}-level {request.algorithm.value} traffic matrix of {gpus} "
+            f"GPUs would hold {entries:,} entries, over the cap of {max_matrix_entries:,} "
+            "(COMMEST_MAX_MATRIX_ENTRIES); ask for level=node or algorithm=ring, or raise "
+            "COMMEST_MAX_MATRIX_ENTRIES on the server",
+            entries=entries,
+            max_matrix_entries=max_matrix_entries,
+        )
     if request.level == "node":
-        traffic = traffic.by_node(g)
-    return TrafficAnswer(traffic, request.level, gpus, g, request.algorithm, result)
+        traffic = node_traffic_matrix(placement, loads, request.algorithm)
+    else:
+        traffic = traffic_matrix(placement, loads, request.algorithm)
+    if request.view == "network":  # intra-node GPU pairs, or the node-level diagonal, dropped
+        traffic = traffic.crossing(g if request.level == "gpu" else 1)
+    return TrafficAnswer(traffic, request.level, gpus, g, request.algorithm, result, request.view)
 
 
 def traffic_response(*, answer: TrafficAnswer) -> TrafficMatrixResponse:
@@ -117,16 +151,44 @@ def binned_matrix(*, traffic: SparseTraffic, max_cells: int = 512) -> tuple[Floa
 
 
 def traffic_png(*, answer: TrafficAnswer, layout: LayoutIn) -> bytes:
-    """The heatmap of a traffic matrix, binned to what a picture shows (matplotlib is loaded
-    here, only to draw; the caps were checked before the matrix was made)."""
+    """Heatmaps of a traffic matrix, one panel per kind of traffic, binned to what a picture
+    shows (matplotlib is loaded here, only to draw; the caps were checked before the matrix
+    was made). View ``all``: GB per iteration; view ``network``: GB/s, bytes per iteration
+    over the iteration time (docs/design.md §5.2)."""
     from api import plots
 
-    dense, block = binned_matrix(traffic=answer.traffic)
+    traffic = answer.traffic
+    iteration_s = answer.result.iteration_time_s
+    if answer.view == "network" and math.isfinite(iteration_s) and iteration_s > 0:
+        scale, unit = 1e-9 / iteration_s, "GB/s"
+        seen = f"network view (between nodes), GB/s over the {iteration_s:.3g} s iteration"
+    else:
+        scale, unit = 1e-9, "GB per iteration"
+        seen = "network view (between nodes)" if answer.view == "network" else "all traffic"
+    panels = []
+    block = 1
+    for kind, total in traffic.kind_totals().items():
+        if total <= 0:
+            continue
+        cells, block = binned_matrix(traffic=traffic.select(kind), max_cells=PANEL_CELLS)
+        panels.append(plots.HeatmapPanel(kind.value, cells * scale, total * scale))
+    if not panels:
+        block = max(1, -(-traffic.size // PANEL_CELLS))
     title = (
-        f"bytes per iteration, {answer.level} level: p={layout.pipeline} t={layout.tensor} "
-        f"d={layout.data}, {answer.gpus} GPUs, {answer.algorithm.value}"
+        f"{answer.level} level, p={layout.pipeline} t={layout.tensor} d={layout.data}"
+        f"{f' cp={layout.context_parallel}' if layout.context_parallel > 1 else ''}, "
+        f"{answer.gpus} GPUs ({answer.gpus_per_node} per node), {answer.algorithm.value}\n"
+        f"{seen}"
     )
-    return plots.traffic_heatmap(dense, level=answer.level, title=title, block=block)
+    return plots.traffic_heatmap(
+        panels,
+        size=traffic.size,
+        block=block,
+        level=answer.level,
+        gpus_per_node=answer.gpus_per_node,
+        unit=unit,
+        title=title,
+    )
 
 
 def traffic_csv_lines(*, answer: TrafficAnswer) -> Iterator[str]:

@@ -161,6 +161,37 @@ def curves(
     return CurvesResponse(profile=name, curves=[CurveOut.model_validate(c) for c in data])
 
 
+def picture_curves(
+    *, session: Session, name: str, op: Collective | None, include_nominal: bool
+) -> repository.PictureCurves:
+    """What GET /v1/profiles/{name}/curves?format=png draws: at most ``plots.MAX_SERIES``
+    runs per collective (the rest counted) and the GPU family's nominal curves, read without
+    the points of the runs left out (docs/design.md §5.2)."""
+    from api import plots
+
+    return repository.profile_picture_curves(
+        session=session,
+        profile_name=name,
+        op=op.value if op is not None else None,
+        include_nominal=include_nominal,
+        max_per_op=plots.MAX_SERIES,
+    )
+
+
+def curves_png(*, picked: repository.PictureCurves, name: str, op: Collective | None) -> bytes:
+    """The picture of :func:`picture_curves`: one panel per collective, nominal dashed."""
+    from api import plots
+
+    title = f"profile {name}: bus bandwidth by message size" + (f" ({op.value})" if op else "")
+    return plots.bandwidth_curves(
+        [CurveOut.model_validate(c) for c in picked.curves],
+        title=title,
+        omitted=picked.omitted,
+        family=[CurveOut.model_validate(c) for c in picked.family],
+        family_name=picked.family_name,
+    )
+
+
 def tuning_table(
     *, session: Session, name: str, op: Collective, ranks: int, nodes: int | None
 ) -> TuningTableResponse:

@@ -468,6 +468,32 @@ def test_matrix_png_to_a_file(env: Path, tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_matrix_over_the_entry_cap_exits_with_the_413(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMMEST_MAX_MATRIX_ENTRIES", "10")
+    get_settings.cache_clear()
+    request = write_json(tmp_path / "small.json", SMALL_REQUEST)
+    result = run("matrix", "--request", request, "--format", "csv", "--algorithm", "direct")
+    assert result.exit_code != 0
+    assert "413" in result.stderr and "COMMEST_MAX_MATRIX_ENTRIES" in result.stderr
+
+
+def test_matrix_network_view_leaves_out_intra_node_pairs(env: Path, tmp_path: Path) -> None:
+    request = write_json(tmp_path / "small.json", SMALL_REQUEST)
+    every = run("matrix", "--request", request, "--format", "json", "--level", "node")
+    assert every.exit_code == 0, every.stderr
+    network = run(
+        "matrix", "--request", request, "--format", "json", "--level", "node",
+        "--view", "network",
+    )  # fmt: skip
+    assert network.exit_code == 0, network.stderr
+    body = json.loads(network.stdout)
+    assert body["view"] == "network"
+    assert all(r["src"] != r["dst"] for r in body["rows"])
+    assert len(body["rows"]) < len(json.loads(every.stdout)["rows"])
+
+
 def test_matrix_png_goes_to_stdout_when_it_is_not_a_terminal(env: Path, tmp_path: Path) -> None:
     request = write_json(tmp_path / "small.json", SMALL_REQUEST)
     result = run("matrix", "--request", request, "--format", "png")

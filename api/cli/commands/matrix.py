@@ -27,6 +27,10 @@ def matrix(
     output_format: Annotated[str, typer.Option("--format", "-f", help="csv, json or png.")] = "csv",
     level: Annotated[str, typer.Option(help="gpu or node.")] = "gpu",
     algorithm: Annotated[Algorithm | None, typer.Option(help="ring (default) or direct.")] = None,
+    view: Annotated[
+        str | None,
+        typer.Option(help="all (default) or network: only traffic between different nodes."),
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
@@ -41,6 +45,8 @@ def matrix(
     body["level"] = level
     if algorithm is not None:
         body["algorithm"] = algorithm.value
+    if view is not None:  # checked by the service like format and level
+        body["view"] = view
     with open_client(options(ctx)) as client:
         content = client.traffic_matrix(body)
     if output is None:
