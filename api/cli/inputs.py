@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -20,12 +21,37 @@ def read_json(source: str, what: str = "--request") -> Any:
     except OSError as exc:
         die(f"{what} {source}: cannot read ({exc.strerror or exc})", EXIT_BAD_INPUT)
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         die(
             f"{what} {source}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
             EXIT_BAD_INPUT,
         )
+    # Python's json reads NaN and Infinity, which JSON (RFC 8259) has not: refuse them here,
+    # naming the field, rather than let the request fail to encode (--server) or differ by path.
+    where = _non_finite(value)
+    if where is not None:
+        path, number = where
+        die(
+            f"{what} {source}: {path or 'the document'} is {number!r}, which JSON cannot "
+            "carry (RFC 8259 has no NaN or Infinity): write a finite number",
+            EXIT_BAD_INPUT,
+        )
+    return value
+
+
+def _non_finite(value: Any) -> tuple[str, float] | None:
+    """The path and value of a NaN or infinite number in ``value``, if any (no recursion)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path, item
+        if isinstance(item, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(item))
+    return None
 
 
 def read_request(source: str | None) -> dict[str, Any]:

@@ -205,6 +205,29 @@ def test_request_that_is_not_json_exits_2(env: Path, tmp_path: Path) -> None:
     assert str(path) in result.stderr
 
 
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("server", [None, "http://127.0.0.1:9"])
+def test_nan_or_infinity_in_a_request_file_exits_2_naming_the_field(
+    env: Path, tmp_path: Path, literal: str, server: str | None
+) -> None:
+    # Python's json reads these literals; httpx then refused to encode them and --server
+    # ended in a traceback (exit 1). Now both paths refuse the file before any request.
+    text = ESTIMATE_EXAMPLE.read_text().replace('"utilization": 0.5', f'"utilization": {literal}')
+    assert literal in text
+    path = tmp_path / "nan.json"
+    path.write_text(text, encoding="utf-8")
+    where = ("--server", server) if server else ()
+    junit = tmp_path / "report.xml"
+    result = run(
+        *where, "check", "--request", str(path), "--max-iteration-time", "21",
+        "--junit-xml", str(junit),
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "cluster.utilization" in result.stderr
+    assert "finite number" in result.stderr
+    assert ET.parse(junit).getroot().get("errors") == "1"
+
+
 def test_unreachable_server_exits_3(env: Path) -> None:
     result = run("--server", "http://127.0.0.1:9", "estimate", "--request", str(ESTIMATE_EXAMPLE))
     assert result.exit_code == 3
