@@ -19,6 +19,19 @@ def segment(name: str) -> str:
     return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
+def server_url_problem(server: str) -> str | None:
+    """Why ``server`` is not a base URL the client can call (None when it is one)."""
+    try:
+        url = httpx.URL(server)
+    except httpx.InvalidURL as exc:
+        return str(exc)
+    if url.scheme not in ("http", "https"):
+        return "needs an http:// or https:// scheme"
+    if not url.host:
+        return "names no host"
+    return None
+
+
 class HttpClient(Client):
     """Each operation is one HTTP request; a 4xx/5xx answer raises :class:`Problem`."""
 

@@ -62,8 +62,15 @@ def open_client(options: Options) -> Iterator[Client]:
     """
     try:
         if options.server:
-            from api.cli.remote import HttpClient
+            from api.cli.remote import HttpClient, server_url_problem
 
+            wrong = server_url_problem(options.server)
+            if wrong is not None:  # a bad flag (exit 2), not an unreachable server (exit 3)
+                die(
+                    f"--server {options.server!r}: {wrong}; give the base URL of a commest "
+                    "server, e.g. http://127.0.0.1:8000",
+                    EXIT_BAD_INPUT,
+                )
             token = options.token or local_token(load_settings())
             with HttpClient.connect(options.server, token) as client:
                 yield client

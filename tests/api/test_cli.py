@@ -228,6 +228,21 @@ def test_nan_or_infinity_in_a_request_file_exits_2_naming_the_field(
     assert ET.parse(junit).getroot().get("errors") == "1"
 
 
+@pytest.mark.parametrize("server", ["notaurl", "ftp://127.0.0.1:9", "http://"])
+def test_a_server_that_is_not_an_http_url_is_bad_input_not_an_outage(
+    env: Path, tmp_path: Path, server: str
+) -> None:
+    junit = tmp_path / "report.xml"
+    result = run(
+        "--server", server, "check", "--request", str(ESTIMATE_EXAMPLE),
+        "--max-iteration-time", "21", "--junit-xml", str(junit),
+    )  # fmt: skip
+    assert result.exit_code == 2  # was 3, "cannot reach the commest service"
+    assert "--server" in result.stderr
+    assert "http://127.0.0.1:8000" in result.stderr
+    assert ET.parse(junit).getroot().get("errors") == "1"
+
+
 def test_unreachable_server_exits_3(env: Path) -> None:
     result = run("--server", "http://127.0.0.1:9", "estimate", "--request", str(ESTIMATE_EXAMPLE))
     assert result.exit_code == 3
