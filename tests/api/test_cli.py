@@ -164,6 +164,39 @@ def test_estimate_from_megatron_args_with_a_cluster_profile(env: Path) -> None:
     assert "--lr" in result.stderr  # the ignored flags are named
 
 
+# The shape of Megatron-LM's examples/pretrain_gpt_distributed.sh: flags in shell variables.
+GPT3_175B_SCRIPT = """#!/bin/bash
+GPUS_PER_NODE=8
+NNODES=16
+DISTRIBUTED_ARGS="--nproc_per_node $GPUS_PER_NODE --nnodes ${NNODES} --node_rank 0"
+GPT_ARGS="
+    --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048
+    --micro-batch-size 1 --global-batch-size 1536 --fp16 --vocab-size 50257
+"
+torchrun $DISTRIBUTED_ARGS pretrain_gpt.py \\
+    --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 \\
+    $GPT_ARGS --lr 6.0e-5
+"""
+
+
+def test_estimate_from_a_megatron_launch_script_expands_its_shell_variables(env: Path) -> None:
+    # README: --megatron-args "$(cat pretrain_gpt.sh)"; it used to say --num-layers was missing.
+    result = run(
+        "estimate", "--megatron-args", GPT3_175B_SCRIPT, "--cluster-profile", "dgx-a100-nominal"
+    )
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["gpus"] == 8 * 16  # torchrun's --nproc_per_node and --nnodes, expanded
+    assert body["micro_batches"] == 1536  # d = 128 / (8 · 16) = 1
+
+
+def test_megatron_args_whose_variables_expand_without_bound_exit_2(env: Path) -> None:
+    doubling = "A=--x\n" + "".join('A="$A $A"\n' for _ in range(40))
+    result = run("estimate", "--megatron-args", doubling + "$A", "--gpus", "8")
+    assert result.exit_code == 2
+    assert "expand to more than" in result.stderr
+
+
 def test_estimate_megatron_args_without_vocab_exits_2_naming_the_flag(env: Path) -> None:
     result = run(
         "estimate", "--megatron-args", GPT3_175B_FLAGS, "--cluster-profile", "dgx-a100-nominal"
