@@ -34,6 +34,22 @@ def test_a_body_that_is_not_an_object_is_422(client: TestClient) -> None:
     assert_problem(client.post("/v1/plans", json="gpt3"), 422)
 
 
+@pytest.mark.parametrize("path", ["/v1/estimates", "/v1/plans", "/v1/checks", "/v1/timelines"])
+def test_a_body_that_is_not_json_is_named_as_the_body_with_how_to_send_it(
+    client: TestClient, path: str
+) -> None:
+    # was field "[9]", value {}, rule "JSON decode error"
+    broken = client.post(path, content=b'{"model": ', headers={"Content-Type": "application/json"})
+    body = assert_problem(broken, 422, field="body")
+    assert body.get("value") is None
+    assert "not valid JSON" in body["rule"] and "at character 10" in body["rule"]
+    assert "content-type: application/json" in body["rule"]
+    # was "Input should be a valid dictionary", value "<N bytes>": the content type is the cause
+    plain = client.post(path, content=b"{}", headers={"Content-Type": "text/plain"})
+    body = assert_problem(plain, 422, field="body")
+    assert "content type" in body["rule"] and "application/json" in body["rule"]
+
+
 def test_huge_values_in_errors_are_truncated(client: TestClient) -> None:
     bad = {**ESTIMATE, "fidelity": "x" * 5000}
     body = assert_problem(client.post("/v1/estimates", json=bad), 422, field="fidelity")
