@@ -46,7 +46,7 @@ from tests.conftest import TEST_TOKEN
 
 WRITE_METHODS = ("post", "put", "patch", "delete")
 #: POSTs that compute an answer and store nothing: reads, open to everyone.
-COMPUTATIONS = {"/v1/estimates", "/v1/traffic-matrices", "/v1/plans", "/v1/checks"}
+COMPUTATIONS = {"/v1/estimates", "/v1/traffic-matrices", "/v1/plans", "/v1/checks", "/v1/timelines"}
 PROFILE = {"name": "lab", "gpu_model": "H100", "gpus_per_node": 8, "peak_tflops": 989}
 TEXT = fixture_text("nccl_all_reduce_8gpu.txt")
 
