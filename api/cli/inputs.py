@@ -6,6 +6,7 @@ import json
 import math
 import re
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +72,22 @@ def require_request(source: str | None) -> dict[str, Any]:
     return read_request(source)
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e\+?\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+_MAX_SIZE_BYTES = 10**15  # what GET /v1/profiles/{name}/bandwidth takes as `bytes`
 
 
 def parse_size(text: str) -> int:
-    """Bytes from ``1048576``, ``64K``, ``256MiB`` or ``1GB`` (K = 1024, as nccl-tests' -b)."""
+    """Bytes from ``1048576``, ``1e8``, ``64K``, ``256MiB`` or ``1GB`` (K = 1024, as nccl-tests'
+    -b); exact (no float rounding or overflow) and at most 10^15."""
     match = _SIZE.match(text)
     if not match:
-        raise typer.BadParameter(f"{text!r} is not a size (e.g. 1048576, 64K, 256MiB)")
-    number, unit = float(match.group(1)), match.group(2).lower()
+        raise typer.BadParameter(f"{text!r} is not a size (e.g. 1048576, 1e8, 64K, 256MiB)")
+    unit = match.group(2).lower()
     scale = 1024 ** ("kmgt".index(unit) + 1) if unit else 1
-    value = int(number * scale)
+    exact = Decimal(match.group(1)) * scale
+    if exact > _MAX_SIZE_BYTES:
+        raise typer.BadParameter(f"{text!r}: a size must be at most 10^15 bytes")
+    value = int(exact)
     if value <= 0:
-        raise typer.BadParameter("must be > 0 bytes")
+        raise typer.BadParameter(f"{text!r}: a size must be at least 1 byte")
     return value

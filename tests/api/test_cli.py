@@ -674,10 +674,28 @@ def test_problem_line_of_a_non_json_answer() -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("1048576", 1 << 20), ("64K", 64 << 10), ("256MiB", 256 << 20), ("1G", 1 << 30)],
+    [
+        ("1048576", 1 << 20),
+        ("64K", 64 << 10),
+        ("256MiB", 256 << 20),
+        ("1G", 1 << 30),
+        ("1e8", 10**8),
+        ("2.5E+3", 2500),
+    ],
 )
 def test_parse_size(text: str, expected: int) -> None:
     assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("size", ["9" * 400, "1e400", "2e15", "0.5", "1e"])
+def test_bandwidth_with_an_absurd_size_exits_2_before_any_request(env: Path, size: str) -> None:
+    # "9" * 400 and "1e400" were a float overflow: a traceback, exit 1
+    result = run(
+        "bandwidth", "--profile", "dgx-a100-nominal", "--op", "all_reduce", "--ranks", "8",
+        "--bytes", size,
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--bytes" in result.output or "size" in result.output
 
 
 def test_junit_failure_states_predicted_and_limit() -> None:
