@@ -76,6 +76,22 @@ def test_a_vanishing_peak_is_422_not_a_non_finite_answer(client: TestClient) -> 
     assert_problem(client.post("/v1/estimates", json=tiny), 422)
 
 
+@pytest.mark.parametrize("path", ["/v1/estimates", "/v1/checks", "/v1/timelines"])
+def test_a_peak_and_utilization_whose_product_underflows_name_the_utilization(
+    client: TestClient, path: str
+) -> None:
+    # 1e-300 TFLOP/s × 1e-300 is 0 FLOP/s: was "a value is outside the range commest computes
+    # with (float division by zero)", naming nothing
+    profile = {"name": "tiny", "gpu_model": "A100", "gpus_per_node": 8, "peak_tflops": 1e-300}
+    assert client.post("/v1/profiles", json=profile, headers=AUTH).status_code == 201
+    body = {**ESTIMATE, "cluster": {"profile": "tiny", "utilization": 1e-300}}
+    if path == "/v1/checks":
+        body["max_iteration_time_s"] = 30.0
+    problem = assert_problem(client.post(path, json=body), 422, field="cluster.utilization")
+    assert "underflows to 0 FLOP/s" in problem["detail"]
+    assert "peak_tflops" in problem["detail"]
+
+
 def test_a_405_lists_every_method_of_the_path(client: TestClient) -> None:
     response = client.options("/v1/profiles")  # GET and POST are two routes
     assert_problem(response, 405)
