@@ -150,3 +150,14 @@ def test_a_response_built_outside_finite_answer_is_still_no_500(
         body = assert_problem(client.get("/non-finite"), 422)
         assert "tokens_per_s" in body["detail"]
         assert_problem(client.get("/broken"), 500)
+
+
+@pytest.mark.parametrize("size", ["5e-324", "0.5"])
+def test_a_bandwidth_for_less_than_one_byte_is_422(client: TestClient, size: str) -> None:
+    # bytes=5e-324 answered 200 with time_us 1.7e-322: no message is smaller than a byte
+    query = {"op": "all_reduce", "ranks": 8, "nodes": 1, "bytes": size}
+    response = client.get("/v1/profiles/dgx-a100-nominal/bandwidth", params=query)
+    problem = assert_problem(response, 422, field="bytes")
+    assert "greater than or equal to 1" in problem["rule"]
+    query["bytes"] = "1"
+    assert client.get("/v1/profiles/dgx-a100-nominal/bandwidth", params=query).status_code == 200
