@@ -790,6 +790,28 @@ def test_serve_migrates_prints_where_and_runs_the_app_factory(
     assert (env / "cli.sqlite3").exists()
 
 
+def test_serve_with_a_database_it_cannot_use_says_why_without_a_traceback(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    calls: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: calls.append(k))
+    monkeypatch.setenv("COMMEST_DATABASE_URL", "bogus://")
+    get_settings.cache_clear()
+    result = run("serve")  # was a ValidationError traceback, exit 1
+    assert result.exit_code == 2
+    assert "database_url" in result.stderr and "sqlite://" in result.stderr
+    blocker = env / "a-file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    monkeypatch.setenv("COMMEST_DATABASE_URL", f"sqlite:///{blocker / 'sub' / 'db.sqlite3'}")
+    get_settings.cache_clear()
+    result = run("serve")  # was a FileNotFoundError/NotADirectoryError traceback, exit 1
+    assert result.exit_code == 3
+    assert "cannot be created" in result.stderr and "COMMEST_DATA_DIR" in result.stderr
+    assert calls == []
+
+
 def test_serve_passes_workers_access_log_and_log_level_to_uvicorn(
     env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
