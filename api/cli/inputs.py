@@ -30,7 +30,7 @@ def read_json(source: str, what: str = "--request") -> Any:
         )
     # Python's json reads NaN and Infinity, which JSON (RFC 8259) has not: refuse them here,
     # naming the field, rather than let the request fail to encode (--server) or differ by path.
-    where = _non_finite(value)
+    where = non_finite(value)
     if where is not None:
         path, number = where
         die(
@@ -41,7 +41,7 @@ def read_json(source: str, what: str = "--request") -> Any:
     return value
 
 
-def _non_finite(value: Any) -> tuple[str, float] | None:
+def non_finite(value: Any) -> tuple[str, float] | None:
     """The path and value of a NaN or infinite number in ``value``, if any (no recursion)."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:

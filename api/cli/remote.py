@@ -10,6 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from api.cli.client import NO_TOKEN_HINT, REMOTE_TIMEOUT_S, Client, Problem, Unreachable
+from api.cli.inputs import non_finite
 
 
 def segment(name: str) -> str:
@@ -57,6 +58,20 @@ class HttpClient(Client):
         files: Any = None,
     ) -> httpx.Response:
         """The answer to one request; a 4xx/5xx raises Problem, a transport error Unreachable."""
+        where = non_finite(json_body) if json_body is not None else None
+        if where is not None:  # JSON cannot carry it (a flag such as --peak-tflops nan)
+            field, value = where
+            rule = "Input should be a finite number"  # what the server says of such a value
+            raise Problem(
+                422,
+                {
+                    "title": "Invalid input",
+                    "detail": f"{field}: {rule}",
+                    "field": field,
+                    "value": str(value),
+                    "rule": rule,
+                },
+            )
         try:
             response = self.http.request(method, path, json=json_body, params=params, files=files)
         except httpx.TransportError as exc:

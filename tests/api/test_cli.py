@@ -28,6 +28,7 @@ from api.settings import get_settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ESTIMATE_EXAMPLE = EXAMPLES / "estimate-gpt3-175b.json"
+PLAN_EXAMPLE = EXAMPLES / "plan-gpt3-175b.json"
 
 GPT3_175B_FLAGS = (
     "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 96 --hidden-size 12288"
@@ -274,6 +275,25 @@ def test_a_server_that_is_not_an_http_url_is_bad_input_not_an_outage(
     assert "--server" in result.stderr
     assert "http://127.0.0.1:8000" in result.stderr
     assert ET.parse(junit).getroot().get("errors") == "1"
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("profile", "create", "x", "--gpu-model", "A100", "--gpus-per-node", "8",
+          "--peak-tflops", "nan"), "peak_tflops"),
+        (("check", "--request", str(ESTIMATE_EXAMPLE), "--max-iteration-time", "inf"),
+         "max_iteration_time_s"),
+        (("plan", "--request", str(PLAN_EXAMPLE), "--tie-tolerance", "nan"), "tie_tolerance"),
+    ],
+)  # fmt: skip
+def test_a_float_flag_of_nan_or_inf_with_server_exits_2_as_in_process(
+    env: Path, args: tuple[str, ...], field: str
+) -> None:
+    # click reads "nan" and "inf" as floats; httpx then refused to encode the body: a traceback
+    remote = run("--server", "http://127.0.0.1:9", *args)
+    assert remote.exit_code == 2, remote.output
+    assert field in remote.stderr and "finite number" in remote.stderr
 
 
 def test_unreachable_server_exits_3(env: Path) -> None:
