@@ -296,6 +296,16 @@ def test_a_float_flag_of_nan_or_inf_with_server_exits_2_as_in_process(
     assert field in remote.stderr and "finite number" in remote.stderr
 
 
+def test_a_plan_table_without_layouts_says_why(env: Path) -> None:
+    # printed only "evaluated 6414 layouts, 0 feasible": the reason was in the JSON alone
+    args = ("plan", "--request", str(PLAN_EXAMPLE), "--memory-headroom", "0.99")
+    result = run(*args, "--format", "table")
+    assert result.exit_code == 0, result.stderr
+    assert "0 feasible" in result.stdout
+    assert "Warnings" in result.stdout
+    assert "every layout exceeds the usable GPU memory" in " ".join(result.stdout.split())
+
+
 def test_unreachable_server_exits_3(env: Path) -> None:
     result = run("--server", "http://127.0.0.1:9", "estimate", "--request", str(ESTIMATE_EXAMPLE))
     assert result.exit_code == 3
