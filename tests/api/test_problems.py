@@ -161,3 +161,21 @@ def test_a_bandwidth_for_less_than_one_byte_is_422(client: TestClient, size: str
     assert "greater than or equal to 1" in problem["rule"]
     query["bytes"] = "1"
     assert client.get("/v1/profiles/dgx-a100-nominal/bandwidth", params=query).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nests arrays or objects deeper"),
+        (b'{"model": {"num_layers": ' + b"9" * 5000 + b"}}", "integer too long"),
+    ],
+)
+def test_a_body_the_json_parser_gives_up_on_says_why(
+    client: TestClient, body: bytes, why: str
+) -> None:
+    # was a 400 "There was an error parsing the body", naming no cause
+    response = client.post(
+        "/v1/estimates", content=body, headers={"Content-Type": "application/json"}
+    )
+    problem = assert_problem(response, 400)
+    assert why in problem["detail"] and "application/json" in problem["detail"]
