@@ -31,7 +31,7 @@ from pydantic import SecretStr
 from sqlalchemy import Engine
 
 from api.app import create_app
-from api.services import matrices
+from api.services import matrices, plans
 from api.settings import Settings
 from tests.api.conftest import (
     AUTH,
@@ -290,6 +290,29 @@ def test_a_plan_over_the_cap_is_413_without_building_its_layouts(settings: Setti
     body = assert_problem(response, 413)
     assert "1,203,978 valid layouts" in body["detail"]
     assert peak < 100e6, f"{peak / 1e6:.0f} MB traced (the candidate grid would be ~5 GB)"
+
+
+def test_a_plan_over_the_cap_across_precisions_is_refused_before_any_evaluation(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one pass per precision: the first pass (under the cap alone) was evaluated in full,
+    # seconds of CPU, before the second one took the count over the cap and answered 413
+    def no_work(*args: object, **kwargs: object) -> None:
+        raise AssertionError("layouts were evaluated although the plan is over the cap")
+
+    plan = {
+        "model": {"preset": "gpt3-1.3b"},
+        "training": {"global_batch_size": 512},
+        "cluster": {"profile": "dgx-h100-nominal"},
+        "gpus": 64,
+    }
+    with make_client(_capped(settings, max_plan_layouts=2_000_000)) as client:
+        one = client.post("/v1/plans", json=plan).json()["evaluated"]
+    with make_client(_capped(settings, max_plan_layouts=one + 1)) as client:
+        monkeypatch.setattr(plans, "evaluate_layouts", no_work)
+        two = {**plan, "precision": ["bf16", "fp8"]}  # 2 passes: 2·one > one + 1
+        body = assert_problem(client.post("/v1/plans", json=two), 413)
+    assert f"{2 * one:,} valid layouts" in body["detail"]
 
 
 def test_matrices_over_their_caps_are_refused_before_any_estimate(
