@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -36,17 +37,27 @@ def server_url_problem(server: str) -> str | None:
 class HttpClient(Client):
     """Each operation is one HTTP request; a 4xx/5xx answer raises :class:`Problem`."""
 
-    def __init__(self, http: httpx.Client, where: str) -> None:
+    def __init__(self, http: httpx.Client, where: str, no_token_hint: str = NO_TOKEN_HINT) -> None:
         self.http = http
         self.where = where
+        self.no_token_hint = no_token_hint
 
     @classmethod
     @contextmanager
-    def connect(cls, base_url: str, token: str | None) -> Iterator[HttpClient]:
-        """A client of the server at ``base_url``, sending ``token`` (if any) on every call."""
+    def connect(
+        cls, base_url: str, token: str | None, *, token_file: Path | None = None
+    ) -> Iterator[HttpClient]:
+        """A client of the server at ``base_url``, sending ``token`` (if any) on every call;
+        ``token_file``: where a token was looked for in vain (named when a write is refused)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        hint = NO_TOKEN_HINT
+        if not token and token_file is not None:
+            hint += (
+                f"; no token was found in {token_file} (a server on this machine with another "
+                "data directory: set COMMEST_DATA_DIR to it)"
+            )
         with httpx.Client(base_url=base_url, headers=headers, timeout=REMOTE_TIMEOUT_S) as http:
-            yield cls(http, base_url)
+            yield cls(http, base_url, hint)
 
     def send(
         self,
@@ -85,7 +96,7 @@ class HttpClient(Client):
             if response.status_code == 401 and "authorization" not in {
                 k.lower() for k in self.http.headers
             }:
-                hint = NO_TOKEN_HINT
+                hint = self.no_token_hint
             raise Problem(response.status_code, body, text=response.text, hint=hint)
         return response
 

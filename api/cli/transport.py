@@ -71,8 +71,14 @@ def open_client(options: Options) -> Iterator[Client]:
                     "server, e.g. http://127.0.0.1:8000",
                     EXIT_BAD_INPUT,
                 )
-            token = options.token or local_token(load_settings())
-            with HttpClient.connect(options.server, token) as client:
+            token_file = None
+            token = options.token
+            if not token:
+                from api.tokens import token_path
+
+                settings = load_settings()
+                token, token_file = local_token(settings), token_path(settings)
+            with HttpClient.connect(options.server, token, token_file=token_file) as client:
                 yield client
         else:
             from api.cli.local import LocalClient

@@ -921,8 +921,11 @@ def test_remote_writes_use_the_local_token_file_when_no_token_is_given(
     env: Path, live_server: str
 ) -> None:
     create = ("profile", "create", "by-file", "--gpu-model", "H100", "--gpus-per-node", "8")
-    assert run("--server", live_server, *create).exit_code == 2  # no token file yet: 401
+    refused = run("--server", live_server, *create)
+    assert refused.exit_code == 2  # no token file yet: 401
     token_file = env / "data" / "api-token"  # where a server on this machine keeps it
+    assert f"no token was found in {token_file}" in refused.stderr  # where it looked
+    assert "COMMEST_DATA_DIR" in refused.stderr
     token_file.parent.mkdir(parents=True, exist_ok=True)
     token_file.write_text("remote-token\n", encoding="utf-8")
     made = run("--server", live_server, *create)
