@@ -21,6 +21,12 @@ def read_json(source: str, what: str = "--request") -> Any:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except OSError as exc:
         die(f"{what} {source}: cannot read ({exc.strerror or exc})", EXIT_BAD_INPUT)
+    except UnicodeDecodeError as exc:  # JSON is UTF-8 (RFC 8259 §8.1)
+        die(
+            f"{what} {source}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); save the JSON as UTF-8",
+            EXIT_BAD_INPUT,
+        )
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

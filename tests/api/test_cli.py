@@ -306,6 +306,15 @@ def test_a_plan_table_without_layouts_says_why(env: Path) -> None:
     assert "every layout exceeds the usable GPU memory" in " ".join(result.stdout.split())
 
 
+@pytest.mark.parametrize("verb", ["estimate", "plan", "timeline", "matrix"])
+def test_a_request_file_that_is_not_utf8_exits_2(env: Path, tmp_path: Path, verb: str) -> None:
+    path = tmp_path / "utf16.json"
+    path.write_bytes(ESTIMATE_EXAMPLE.read_text().encode("utf-16"))  # was a traceback, exit 1
+    result = run(verb, "--request", str(path))
+    assert result.exit_code == 2, result.output
+    assert "not UTF-8 text (byte 0xff at offset 0)" in result.stderr
+
+
 def test_unreachable_server_exits_3(env: Path) -> None:
     result = run("--server", "http://127.0.0.1:9", "estimate", "--request", str(ESTIMATE_EXAMPLE))
     assert result.exit_code == 3
