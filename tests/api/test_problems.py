@@ -179,3 +179,16 @@ def test_a_body_the_json_parser_gives_up_on_says_why(
     )
     problem = assert_problem(response, 400)
     assert why in problem["detail"] and "application/json" in problem["detail"]
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/profiles/dgx-a100-nominal/runs", "/v1/profiles/dgx-a100-nominal/training-logs"]
+)
+def test_an_upload_that_is_not_utf8_names_the_byte_and_its_offset(
+    client: TestClient, path: str
+) -> None:
+    # said "must be UTF-8 text (byte 3 is not)": byte 3, or the byte at offset 3?
+    body = b"abc\xff rest"
+    response = client.post(path, content=body, headers={"Content-Type": "text/plain", **AUTH})
+    problem = assert_problem(response, 422, field="body")
+    assert "byte 0xff at offset 3 is not" in problem["rule"]
