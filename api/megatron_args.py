@@ -11,7 +11,11 @@ their values, and the world size of a torchrun launcher (``--nnodes``/``--nproc-
 Without ``--global-batch-size`` Megatron uses one micro-batch per data-parallel rank.
 
 The line is split as the shell splits it (``shlex``: quotes, comments, backslash
-continuations) and read with ``argparse``: every setting of the table is declared as a flag,
+continuations); a whole launch script works too, as Megatron-LM's examples write them: a
+variable assigned (``GPT_ARGS="--num-layers 96 ..."``) is expanded where ``$GPT_ARGS`` or
+``${GPT_ARGS}`` appears, word-split as the shell splits an unquoted expansion (values assigned
+earlier expand inside later ones; other parameter expansions are left as written). Then it is
+read with ``argparse``: every setting of the table is declared as a flag,
 in each of its spellings (``--a-b``, ``--a_b`` and its aliases), beside the launcher's; and
 ``parse_known_args`` leaves the rest aside (named in a note).
 """
@@ -19,6 +23,7 @@ in each of its spellings (``--a-b``, ``--a_b`` and its aliases), beside the laun
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 from collections.abc import Sequence
 from functools import lru_cache
@@ -79,16 +84,51 @@ class MegatronArgs(NamedTuple):
     notes: list[str]
 
 
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
+_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+# Expansions may nest (A="$B $B"), so what they produce is capped, not just the input.
+_MAX_EXPANDED_CHARS = 1_000_000
+
+
 def _tokens(command: str | Sequence[str]) -> list[str]:
     if not isinstance(command, str):
         return list(command)
     text = command.replace("\\\r\n", " ").replace("\\\n", " ")
     try:
-        return shlex.split(text, comments=True)
+        words = shlex.split(text, comments=True)
     except ValueError as exc:  # an unclosed quote
         raise ValidationError(
             "--megatron-args", command, f"is not a shell command line: {exc}"
         ) from None
+    return _expand(words)
+
+
+def _expand(words: list[str]) -> list[str]:
+    """``words`` with the script's ``NAME=value`` assignments taken out and ``$NAME`` expanded."""
+    variables: dict[str, str] = {}
+    tokens: list[str] = []
+    produced = 0
+
+    def value_of(match: re.Match[str]) -> str:
+        return variables.get(match.group(1) or match.group(2), match.group(0))
+
+    for word in words:
+        expanded = _REFERENCE.sub(value_of, word) if variables else word
+        produced += len(expanded)
+        if produced > _MAX_EXPANDED_CHARS:
+            raise ValidationError(
+                "--megatron-args",
+                None,
+                f"its shell variables expand to more than {_MAX_EXPANDED_CHARS:,} characters",
+            )
+        assignment = _ASSIGNMENT.fullmatch(expanded)
+        if assignment is not None:
+            variables[assignment.group(1)] = assignment.group(2)
+        elif expanded == word:
+            tokens.append(word)
+        else:  # an unquoted expansion is split into words, as the shell does
+            tokens.extend(expanded.split())
+    return tokens
 
 
 class _Refused(Exception):

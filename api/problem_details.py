@@ -153,6 +153,25 @@ def _loc_field(loc: Sequence[int | str]) -> tuple[str, str]:
     return where, name or where
 
 
+_SEND_JSON = "send one JSON object with the header content-type: application/json"
+
+
+def _body_rule(err: Mapping[str, Any]) -> str | None:
+    """What is wrong with a body that is not a JSON object at all, and how to send one.
+
+    FastAPI reports unparseable JSON at ('body', <character offset>), and a body it did not
+    read as JSON (another content type) as its raw bytes failing to be an object.
+    """
+    loc = tuple(err.get("loc", ()))
+    if err.get("type") == "json_invalid" and loc[:1] == ("body",):
+        at = f" at character {loc[1]}" if len(loc) > 1 and isinstance(loc[1], int) else ""
+        reason = (err.get("ctx") or {}).get("error", "JSON decode error")
+        return f"is not valid JSON ({reason}{at}): {_SEND_JSON}"
+    if loc == ("body",) and isinstance(err.get("input"), bytes | bytearray):
+        return f"was not read as JSON (is the content type application/json?): {_SEND_JSON}"
+    return None
+
+
 def request_problem(errors: Iterable[Mapping[str, Any]]) -> ProblemDetails:
     """The 422 of a request that failed validation: one entry per failing field.
 
@@ -163,14 +182,12 @@ def request_problem(errors: Iterable[Mapping[str, Any]]) -> ProblemDetails:
     for err in errors:
         where, name = _loc_field(err.get("loc", ()))
         rule = str(err.get("msg", "invalid"))
+        value = None if err.get("type") == "missing" else safe_value(err.get("input"))
+        body_rule = _body_rule(err)
+        if body_rule is not None:  # the body as a whole, not a field of it
+            where, name, rule, value = "body", "body", body_rule, None
         entries.append(
-            {
-                "in": where,
-                "field": name,
-                "value": None if err.get("type") == "missing" else safe_value(err.get("input")),
-                "rule": rule,
-                "code": err.get("type"),
-            }
+            {"in": where, "field": name, "value": value, "rule": rule, "code": err.get("type")}
         )
     first = entries[0] if entries else {"field": None, "value": None, "rule": "invalid"}
     detail = "; ".join(f"{e['field']}: {e['rule']}" for e in entries) or "invalid request"

@@ -84,6 +84,23 @@ def allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
+_UNPARSED_BODY = "There was an error parsing the body"
+
+
+def _unparsed_body_detail(cause: BaseException | None) -> str:
+    """Why a JSON body FastAPI could not parse was refused (beyond a syntax error, a 422)."""
+    if isinstance(cause, RecursionError):
+        why = "it nests arrays or objects deeper than the parser allows"
+    elif isinstance(cause, ValueError) and "digits" in str(cause):
+        why = "it holds an integer too long to convert (over 4300 digits)"
+    else:
+        why = f"it is not readable JSON ({type(cause).__name__ if cause else 'no cause given'})"
+    return (
+        f"the body could not be parsed: {why}; send one JSON object with "
+        "content-type: application/json"
+    )
+
+
 def _http_problem(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     try:
         title = HTTPStatus(exc.status_code).phrase
@@ -98,6 +115,8 @@ def _http_problem(request: Request, exc: StarletteHTTPException) -> JSONResponse
         allowed = allowed_methods(request) or sorted(given)
         headers["Allow"] = ", ".join(allowed)
         detail = f"{request.method} {request.url.path} is not served; it answers {headers['Allow']}"
+    if exc.status_code == 400 and detail == _UNPARSED_BODY:  # FastAPI's words, cause chained
+        detail = _unparsed_body_detail(exc.__cause__)
     return send(
         request, problem(status=exc.status_code, title=title, detail=detail, headers=headers)
     )

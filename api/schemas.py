@@ -730,7 +730,7 @@ class BandwidthQuery(BaseModel):
     ranks: int = Field(ge=1, le=MAX_RANKS)
     nodes: int = Field(ge=1, le=MAX_RANKS)
     size_bytes: float = Field(
-        alias="bytes", gt=0, le=1e15, allow_inf_nan=False, description="message size"
+        alias="bytes", ge=1, le=1e15, allow_inf_nan=False, description="message size (>= 1 byte)"
     )
 
 

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
+from api.durations import duration_text
 from estimator.bandwidth import FloatArray
 from estimator.timeline import EVENT_KINDS, Event, Timeline
 
@@ -113,7 +114,7 @@ def timeline_picture(tl: Timeline, *, title: str, fmt: Literal["png", "svg"]) ->
     ax.set_xlabel(
         "time (ms)"
         + (
-            f"; dashed: {tl.elided_microbatches} micro-batches ({tl.elided_s * 1e3:.4g} ms) "
+            f"; dashed: {tl.elided_microbatches} micro-batches ({duration_text(tl.elided_s)}) "
             "elided, later events drawn that much earlier"
             if tl.truncated
             else ""

@@ -403,6 +403,15 @@ class ClusterSpec:
                 self.utilization,
                 "must be in (0, 1]: the fraction of peak FLOP/s achieved",
             )
+        if self.peak_flops * self.utilization == 0.0:  # both > 0: the product underflowed
+            raise ValidationError(
+                "cluster.utilization",
+                self.utilization,
+                f"times the peak ({self.peak_flops:g} FLOP/s) underflows to 0 FLOP/s achieved, "
+                "from which no time can be computed",
+                hint="give the GPU's peak_tflops (e.g. 312 for an A100) and a utilization "
+                "such as 0.5",
+            )
         if self.gpu_memory_bytes is not None:
             _positive_float("cluster.gpu_memory_bytes", self.gpu_memory_bytes)
 

@@ -429,7 +429,15 @@ def upgrade_database(url: str | URL, *, revision: str = "head") -> None:
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(parsed.database).expanduser().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a configuration the service cannot run with: say which
+            raise UnavailableError(
+                f"the SQLite database's directory {folder} cannot be created "
+                f"({exc.strerror or exc}): set COMMEST_DATA_DIR (or COMMEST_DATABASE_URL) "
+                "to a writable place"
+            ) from None
     if revision == "head" and at_head(parsed):
         return
     from alembic import command

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +21,44 @@ def read_json(source: str, what: str = "--request") -> Any:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except OSError as exc:
         die(f"{what} {source}: cannot read ({exc.strerror or exc})", EXIT_BAD_INPUT)
+    except UnicodeDecodeError as exc:  # JSON is UTF-8 (RFC 8259 §8.1)
+        die(
+            f"{what} {source}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); save the JSON as UTF-8",
+            EXIT_BAD_INPUT,
+        )
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         die(
             f"{what} {source}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
             EXIT_BAD_INPUT,
         )
+    # Python's json reads NaN and Infinity, which JSON (RFC 8259) has not: refuse them here,
+    # naming the field, rather than let the request fail to encode (--server) or differ by path.
+    where = non_finite(value)
+    if where is not None:
+        path, number = where
+        die(
+            f"{what} {source}: {path or 'the document'} is {number!r}, which JSON cannot "
+            "carry (RFC 8259 has no NaN or Infinity): write a finite number",
+            EXIT_BAD_INPUT,
+        )
+    return value
+
+
+def non_finite(value: Any) -> tuple[str, float] | None:
+    """The path and value of a NaN or infinite number in ``value``, if any (no recursion)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path, item
+        if isinstance(item, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(item))
+    return None
 
 
 def read_request(source: str | None) -> dict[str, Any]:
@@ -45,17 +78,22 @@ def require_request(source: str | None) -> dict[str, Any]:
     return read_request(source)
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e\+?\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+_MAX_SIZE_BYTES = 10**15  # what GET /v1/profiles/{name}/bandwidth takes as `bytes`
 
 
 def parse_size(text: str) -> int:
-    """Bytes from ``1048576``, ``64K``, ``256MiB`` or ``1GB`` (K = 1024, as nccl-tests' -b)."""
+    """Bytes from ``1048576``, ``1e8``, ``64K``, ``256MiB`` or ``1GB`` (K = 1024, as nccl-tests'
+    -b); exact (no float rounding or overflow) and at most 10^15."""
     match = _SIZE.match(text)
     if not match:
-        raise typer.BadParameter(f"{text!r} is not a size (e.g. 1048576, 64K, 256MiB)")
-    number, unit = float(match.group(1)), match.group(2).lower()
+        raise typer.BadParameter(f"{text!r} is not a size (e.g. 1048576, 1e8, 64K, 256MiB)")
+    unit = match.group(2).lower()
     scale = 1024 ** ("kmgt".index(unit) + 1) if unit else 1
-    value = int(number * scale)
+    exact = Decimal(match.group(1)) * scale
+    if exact > _MAX_SIZE_BYTES:
+        raise typer.BadParameter(f"{text!r}: a size must be at most 10^15 bytes")
+    value = int(exact)
     if value <= 0:
-        raise typer.BadParameter("must be > 0 bytes")
+        raise typer.BadParameter(f"{text!r}: a size must be at least 1 byte")
     return value

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from api.cli.client import NO_TOKEN_HINT, REMOTE_TIMEOUT_S, Client, Problem, Unreachable
+from api.cli.inputs import non_finite
 
 
 def segment(name: str) -> str:
@@ -19,20 +21,43 @@ def segment(name: str) -> str:
     return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
+def server_url_problem(server: str) -> str | None:
+    """Why ``server`` is not a base URL the client can call (None when it is one)."""
+    try:
+        url = httpx.URL(server)
+    except httpx.InvalidURL as exc:
+        return str(exc)
+    if url.scheme not in ("http", "https"):
+        return "needs an http:// or https:// scheme"
+    if not url.host:
+        return "names no host"
+    return None
+
+
 class HttpClient(Client):
     """Each operation is one HTTP request; a 4xx/5xx answer raises :class:`Problem`."""
 
-    def __init__(self, http: httpx.Client, where: str) -> None:
+    def __init__(self, http: httpx.Client, where: str, no_token_hint: str = NO_TOKEN_HINT) -> None:
         self.http = http
         self.where = where
+        self.no_token_hint = no_token_hint
 
     @classmethod
     @contextmanager
-    def connect(cls, base_url: str, token: str | None) -> Iterator[HttpClient]:
-        """A client of the server at ``base_url``, sending ``token`` (if any) on every call."""
+    def connect(
+        cls, base_url: str, token: str | None, *, token_file: Path | None = None
+    ) -> Iterator[HttpClient]:
+        """A client of the server at ``base_url``, sending ``token`` (if any) on every call;
+        ``token_file``: where a token was looked for in vain (named when a write is refused)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        hint = NO_TOKEN_HINT
+        if not token and token_file is not None:
+            hint += (
+                f"; no token was found in {token_file} (a server on this machine with another "
+                "data directory: set COMMEST_DATA_DIR to it)"
+            )
         with httpx.Client(base_url=base_url, headers=headers, timeout=REMOTE_TIMEOUT_S) as http:
-            yield cls(http, base_url)
+            yield cls(http, base_url, hint)
 
     def send(
         self,
@@ -44,6 +69,20 @@ class HttpClient(Client):
         files: Any = None,
     ) -> httpx.Response:
         """The answer to one request; a 4xx/5xx raises Problem, a transport error Unreachable."""
+        where = non_finite(json_body) if json_body is not None else None
+        if where is not None:  # JSON cannot carry it (a flag such as --peak-tflops nan)
+            field, value = where
+            rule = "Input should be a finite number"  # what the server says of such a value
+            raise Problem(
+                422,
+                {
+                    "title": "Invalid input",
+                    "detail": f"{field}: {rule}",
+                    "field": field,
+                    "value": str(value),
+                    "rule": rule,
+                },
+            )
         try:
             response = self.http.request(method, path, json=json_body, params=params, files=files)
         except httpx.TransportError as exc:
@@ -57,7 +96,7 @@ class HttpClient(Client):
             if response.status_code == 401 and "authorization" not in {
                 k.lower() for k in self.http.headers
             }:
-                hint = NO_TOKEN_HINT
+                hint = self.no_token_hint
             raise Problem(response.status_code, body, text=response.text, hint=hint)
         return response
 

@@ -62,10 +62,23 @@ def open_client(options: Options) -> Iterator[Client]:
     """
     try:
         if options.server:
-            from api.cli.remote import HttpClient
+            from api.cli.remote import HttpClient, server_url_problem
 
-            token = options.token or local_token(load_settings())
-            with HttpClient.connect(options.server, token) as client:
+            wrong = server_url_problem(options.server)
+            if wrong is not None:  # a bad flag (exit 2), not an unreachable server (exit 3)
+                die(
+                    f"--server {options.server!r}: {wrong}; give the base URL of a commest "
+                    "server, e.g. http://127.0.0.1:8000",
+                    EXIT_BAD_INPUT,
+                )
+            token_file = None
+            token = options.token
+            if not token:
+                from api.tokens import token_path
+
+                settings = load_settings()
+                token, token_file = local_token(settings), token_path(settings)
+            with HttpClient.connect(options.server, token, token_file=token_file) as client:
                 yield client
         else:
             from api.cli.local import LocalClient

@@ -109,6 +109,10 @@ async def _capped_body(request: Request, max_bytes: int) -> bytes:
 
 def _multipart_problem(message: str, max_files: int) -> LimitError | ValidationError:
     """The problem of a multipart body Starlette's parser refused (``message`` is its)."""
+    if message.startswith("Too many files") and max_files == 1:  # an endpoint of one file
+        return ValidationError(
+            "files", "<multipart>", "holds more than one file: send one file per request"
+        )
     if message.startswith("Too many files"):
         return LimitError(
             f"the upload holds more than {max_files} files (COMMEST_MAX_UPLOAD_FILES)",

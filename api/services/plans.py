@@ -151,11 +151,16 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
     counted = 0
     # extreme figures overflow to inf, which the answer refuses below (finite_answer)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        for training, resolved in zip(trainings, clusters, strict=True):
+        # every pass is enumerated (and the cap checked over all of them) before any is
+        # evaluated: a plan over the cap is refused before the costly part, not after a pass
+        passes = []
+        for training in trainings:
             layouts = enumerate_layouts(
                 model, training, request.gpus, max_layouts=max_layouts, counted=counted, **options
             )
             counted += len(layouts)
+            passes.append(layouts)
+        for training, resolved, layouts in zip(trainings, clusters, passes, strict=True):
             results.append(
                 evaluate_layouts(
                     model,

@@ -39,7 +39,10 @@ def decode_upload(data: bytes, where: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValidationError(
-            where, f"<{len(data)} bytes>", f"must be UTF-8 text (byte {exc.start} is not)"
+            where,
+            f"<{len(data)} bytes>",
+            f"must be UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start} is not); "
+            "upload the text the benchmark or training run printed, saved as UTF-8",
         ) from None
 
 

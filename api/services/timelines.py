@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from api.durations import duration_text
 from api.scenario import Answer, bandwidth_answers, figures, prepare
 from api.schemas import TimelineEventOut, TimelineRequest, TimelineResponse, finite_answer
 from api.snapshots import Profiles
@@ -38,7 +39,7 @@ def create_timeline(*, request: TimelineRequest, profiles: Profiles) -> Timeline
     title = (
         f"{tl.schedule}: p={lay.pipeline} t={lay.tensor} d={lay.data}"
         + (f" v={lay.virtual_stages}" if lay.virtual_stages > 1 else "")
-        + f", m={tl.microbatches}, iteration {tl.iteration_time_s * 1e3:.4g} ms, "
+        + f", m={tl.microbatches}, iteration {duration_text(tl.iteration_time_s)}, "
         f"bubble {tl.bubble_ratio:.1%} ({sc.fidelity.value} fidelity)"
     )
     figs = figures(sc.cluster)

@@ -28,6 +28,7 @@ from api.settings import get_settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ESTIMATE_EXAMPLE = EXAMPLES / "estimate-gpt3-175b.json"
+PLAN_EXAMPLE = EXAMPLES / "plan-gpt3-175b.json"
 
 GPT3_175B_FLAGS = (
     "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 96 --hidden-size 12288"
@@ -164,6 +165,39 @@ def test_estimate_from_megatron_args_with_a_cluster_profile(env: Path) -> None:
     assert "--lr" in result.stderr  # the ignored flags are named
 
 
+# The shape of Megatron-LM's examples/pretrain_gpt_distributed.sh: flags in shell variables.
+GPT3_175B_SCRIPT = """#!/bin/bash
+GPUS_PER_NODE=8
+NNODES=16
+DISTRIBUTED_ARGS="--nproc_per_node $GPUS_PER_NODE --nnodes ${NNODES} --node_rank 0"
+GPT_ARGS="
+    --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048
+    --micro-batch-size 1 --global-batch-size 1536 --fp16 --vocab-size 50257
+"
+torchrun $DISTRIBUTED_ARGS pretrain_gpt.py \\
+    --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 \\
+    $GPT_ARGS --lr 6.0e-5
+"""
+
+
+def test_estimate_from_a_megatron_launch_script_expands_its_shell_variables(env: Path) -> None:
+    # README: --megatron-args "$(cat pretrain_gpt.sh)"; it used to say --num-layers was missing.
+    result = run(
+        "estimate", "--megatron-args", GPT3_175B_SCRIPT, "--cluster-profile", "dgx-a100-nominal"
+    )
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["gpus"] == 8 * 16  # torchrun's --nproc_per_node and --nnodes, expanded
+    assert body["micro_batches"] == 1536  # d = 128 / (8 · 16) = 1
+
+
+def test_megatron_args_whose_variables_expand_without_bound_exit_2(env: Path) -> None:
+    doubling = "A=--x\n" + "".join('A="$A $A"\n' for _ in range(40))
+    result = run("estimate", "--megatron-args", doubling + "$A", "--gpus", "8")
+    assert result.exit_code == 2
+    assert "expand to more than" in result.stderr
+
+
 def test_estimate_megatron_args_without_vocab_exits_2_naming_the_flag(env: Path) -> None:
     result = run(
         "estimate", "--megatron-args", GPT3_175B_FLAGS, "--cluster-profile", "dgx-a100-nominal"
@@ -203,6 +237,82 @@ def test_request_that_is_not_json_exits_2(env: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "not JSON" in result.stderr
     assert str(path) in result.stderr
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize("server", [None, "http://127.0.0.1:9"])
+def test_nan_or_infinity_in_a_request_file_exits_2_naming_the_field(
+    env: Path, tmp_path: Path, literal: str, server: str | None
+) -> None:
+    # Python's json reads these literals; httpx then refused to encode them and --server
+    # ended in a traceback (exit 1). Now both paths refuse the file before any request.
+    text = ESTIMATE_EXAMPLE.read_text().replace('"utilization": 0.5', f'"utilization": {literal}')
+    assert literal in text
+    path = tmp_path / "nan.json"
+    path.write_text(text, encoding="utf-8")
+    where = ("--server", server) if server else ()
+    junit = tmp_path / "report.xml"
+    result = run(
+        *where, "check", "--request", str(path), "--max-iteration-time", "21",
+        "--junit-xml", str(junit),
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "cluster.utilization" in result.stderr
+    assert "finite number" in result.stderr
+    assert ET.parse(junit).getroot().get("errors") == "1"
+
+
+@pytest.mark.parametrize("server", ["notaurl", "ftp://127.0.0.1:9", "http://"])
+def test_a_server_that_is_not_an_http_url_is_bad_input_not_an_outage(
+    env: Path, tmp_path: Path, server: str
+) -> None:
+    junit = tmp_path / "report.xml"
+    result = run(
+        "--server", server, "check", "--request", str(ESTIMATE_EXAMPLE),
+        "--max-iteration-time", "21", "--junit-xml", str(junit),
+    )  # fmt: skip
+    assert result.exit_code == 2  # was 3, "cannot reach the commest service"
+    assert "--server" in result.stderr
+    assert "http://127.0.0.1:8000" in result.stderr
+    assert ET.parse(junit).getroot().get("errors") == "1"
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("profile", "create", "x", "--gpu-model", "A100", "--gpus-per-node", "8",
+          "--peak-tflops", "nan"), "peak_tflops"),
+        (("check", "--request", str(ESTIMATE_EXAMPLE), "--max-iteration-time", "inf"),
+         "max_iteration_time_s"),
+        (("plan", "--request", str(PLAN_EXAMPLE), "--tie-tolerance", "nan"), "tie_tolerance"),
+    ],
+)  # fmt: skip
+def test_a_float_flag_of_nan_or_inf_with_server_exits_2_as_in_process(
+    env: Path, args: tuple[str, ...], field: str
+) -> None:
+    # click reads "nan" and "inf" as floats; httpx then refused to encode the body: a traceback
+    remote = run("--server", "http://127.0.0.1:9", *args)
+    assert remote.exit_code == 2, remote.output
+    assert field in remote.stderr and "finite number" in remote.stderr
+
+
+def test_a_plan_table_without_layouts_says_why(env: Path) -> None:
+    # printed only "evaluated 6414 layouts, 0 feasible": the reason was in the JSON alone
+    args = ("plan", "--request", str(PLAN_EXAMPLE), "--memory-headroom", "0.99")
+    result = run(*args, "--format", "table")
+    assert result.exit_code == 0, result.stderr
+    assert "0 feasible" in result.stdout
+    assert "Warnings" in result.stdout
+    assert "every layout exceeds the usable GPU memory" in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("verb", ["estimate", "plan", "timeline", "matrix"])
+def test_a_request_file_that_is_not_utf8_exits_2(env: Path, tmp_path: Path, verb: str) -> None:
+    path = tmp_path / "utf16.json"
+    path.write_bytes(ESTIMATE_EXAMPLE.read_text().encode("utf-16"))  # was a traceback, exit 1
+    result = run(verb, "--request", str(path))
+    assert result.exit_code == 2, result.output
+    assert "not UTF-8 text (byte 0xff at offset 0)" in result.stderr
 
 
 def test_unreachable_server_exits_3(env: Path) -> None:
@@ -603,10 +713,28 @@ def test_problem_line_of_a_non_json_answer() -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("1048576", 1 << 20), ("64K", 64 << 10), ("256MiB", 256 << 20), ("1G", 1 << 30)],
+    [
+        ("1048576", 1 << 20),
+        ("64K", 64 << 10),
+        ("256MiB", 256 << 20),
+        ("1G", 1 << 30),
+        ("1e8", 10**8),
+        ("2.5E+3", 2500),
+    ],
 )
 def test_parse_size(text: str, expected: int) -> None:
     assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("size", ["9" * 400, "1e400", "2e15", "0.5", "1e"])
+def test_bandwidth_with_an_absurd_size_exits_2_before_any_request(env: Path, size: str) -> None:
+    # "9" * 400 and "1e400" were a float overflow: a traceback, exit 1
+    result = run(
+        "bandwidth", "--profile", "dgx-a100-nominal", "--op", "all_reduce", "--ranks", "8",
+        "--bytes", size,
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--bytes" in result.output or "size" in result.output
 
 
 def test_junit_failure_states_predicted_and_limit() -> None:
@@ -701,6 +829,28 @@ def test_serve_migrates_prints_where_and_runs_the_app_factory(
     assert (env / "cli.sqlite3").exists()
 
 
+def test_serve_with_a_database_it_cannot_use_says_why_without_a_traceback(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    calls: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: calls.append(k))
+    monkeypatch.setenv("COMMEST_DATABASE_URL", "bogus://")
+    get_settings.cache_clear()
+    result = run("serve")  # was a ValidationError traceback, exit 1
+    assert result.exit_code == 2
+    assert "database_url" in result.stderr and "sqlite://" in result.stderr
+    blocker = env / "a-file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    monkeypatch.setenv("COMMEST_DATABASE_URL", f"sqlite:///{blocker / 'sub' / 'db.sqlite3'}")
+    get_settings.cache_clear()
+    result = run("serve")  # was a FileNotFoundError/NotADirectoryError traceback, exit 1
+    assert result.exit_code == 3
+    assert "cannot be created" in result.stderr and "COMMEST_DATA_DIR" in result.stderr
+    assert calls == []
+
+
 def test_serve_passes_workers_access_log_and_log_level_to_uvicorn(
     env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -780,8 +930,11 @@ def test_remote_writes_use_the_local_token_file_when_no_token_is_given(
     env: Path, live_server: str
 ) -> None:
     create = ("profile", "create", "by-file", "--gpu-model", "H100", "--gpus-per-node", "8")
-    assert run("--server", live_server, *create).exit_code == 2  # no token file yet: 401
+    refused = run("--server", live_server, *create)
+    assert refused.exit_code == 2  # no token file yet: 401
     token_file = env / "data" / "api-token"  # where a server on this machine keeps it
+    assert f"no token was found in {token_file}" in refused.stderr  # where it looked
+    assert "COMMEST_DATA_DIR" in refused.stderr
     token_file.parent.mkdir(parents=True, exist_ok=True)
     token_file.write_text("remote-token\n", encoding="utf-8")
     made = run("--server", live_server, *create)

@@ -108,3 +108,14 @@ def test_layout_beyond_the_schedule_cap_is_413(client: TestClient) -> None:
     )
     problem = assert_problem(client.post("/v1/timelines", json=body), 413)
     assert "pipeline=96" in problem["detail"]
+
+
+def test_the_picture_title_gives_the_iteration_in_a_readable_unit(client: TestClient) -> None:
+    # a 25 s iteration was titled "iteration 2.508e+04 ms"
+    big = request(SCALAR_C, fidelity="detailed")  # GPT-3 175B on 1536 GPUs
+    seconds = client.post("/v1/estimates", json=big).json()["iteration_time_s"]
+    assert seconds > 10
+    svg = client.post("/v1/timelines", json={**big, "format": "svg"})
+    assert svg.status_code == 200, svg.text
+    assert f"iteration {seconds:.4g} s," in svg.text
+    assert "e+0" not in svg.text.split("iteration ", 1)[1].split(",", 1)[0]

@@ -29,7 +29,12 @@ def bandwidth(
     output_format: FormatOpt = OutputFormat.JSON,
 ) -> None:
     """Effective bus bandwidth of a collective: GET /v1/profiles/{name}/bandwidth."""
-    params = {"op": op, "ranks": ranks, "nodes": nodes, "bytes": parse_size(size)}
+    try:
+        size_bytes = parse_size(size)
+    except typer.BadParameter as exc:
+        exc.param_hint = "'--bytes'"  # parsed here, not by click: name the flag
+        raise
+    params = {"op": op, "ranks": ranks, "nodes": nodes, "bytes": size_bytes}
     with open_client(options(ctx)) as client:
         result = client.bandwidth(profile, params)
     if output_format is OutputFormat.TABLE and isinstance(result, Mapping):

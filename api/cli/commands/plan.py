@@ -72,3 +72,8 @@ def plan(
     layouts = result.get("layouts") or []
     if layouts:
         console.print(rows_table("Best layouts", plan_rows(layouts)))
+    warnings = result.get("warnings")
+    if isinstance(warnings, list) and warnings:  # e.g. why no layout is listed
+        console.print("[bold]Warnings[/bold]")
+        for item in warnings:
+            console.print(f"  - {item}", markup=False, highlight=False)

@@ -48,7 +48,10 @@ def serve(
     from estimator.errors import CommestError, UnavailableError
 
     settings = load_settings()
-    runtime = Runtime(settings)  # the app's own start-up, run once before the server
+    try:
+        runtime = Runtime(settings)  # the app's own start-up, run once before the server
+    except CommestError as exc:  # e.g. a COMMEST_DATABASE_URL that is no database URL
+        die_of(exc)
     try:
         runtime.start()
     except UnavailableError as exc:
