@@ -210,6 +210,7 @@ def run_kernel(scenario: Scenario) -> KernelResult:
         gemm_traffic_factor=c.gemm_traffic_factor,
         fp8_utilization=c.fp8_utilization,
         flash2_efficiency=c.flash2_efficiency,
+        gemm_half_size_elements=c.gemm_half_size_elements,
     )
 
 

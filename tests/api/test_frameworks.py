@@ -80,6 +80,7 @@ def test_a_framework_request_equals_the_engine(client: TestClient) -> None:
                 memory_bandwidth_gbps=a100.memory_bandwidth_gbps,
                 memory_traffic_factor=a100.memory_traffic_factor,
                 gemm_traffic_factor=FITTED_COMPUTE["a100"].gemm_traffic_factor,
+                gemm_half_size_elements=FITTED_COMPUTE["a100"].gemm_half_size_elements,
             ),
         )
     )
