@@ -26,7 +26,7 @@ from estimator import (
 )
 from estimator.bandwidth import Collective, TrafficKind
 from estimator.calibrated import FITTED_COMPUTE
-from estimator.compute import HBM_EFFICIENCY
+from estimator.compute import HBM_EFFICIENCY, Roofline, layer_times
 from estimator.errors import LayoutError, ValidationError
 from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
@@ -652,3 +652,51 @@ def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
             assert single.breakdown.as_dict()[name] == sweep.terms[name][i], (name, r)
         assert single.iteration_time_s == sweep.iteration_s[i]
     assert np.isfinite(sweep.iteration_s).all()
+
+
+# --- size-dependent GEMM efficiency (docs/design.md §4.4) -------------------------------------------
+def _linear_fwd_s(t: float, x0: float) -> float:
+    model = ModelSpec(
+        num_layers=48, hidden_size=6144, num_attention_heads=64, seq_length=2048, vocab_size=51200
+    )
+    roof = Roofline(
+        peak_flops=312e12,
+        utilization=0.8,
+        fp8_utilization=None,
+        fp8=False,
+        hbm_bytes_per_s=0.0,
+        gemm_traffic_factor=0.0,
+        elementwise_factor=0.0,
+        gemm_half_size_elements=x0,
+    )
+    times = layer_times(
+        model,
+        roof,
+        b=1.0,
+        t=t,
+        cp=1.0,
+        sp=0.0,
+        beta=2.0,
+        flash=False,
+        moe=False,
+        imbalance=1.0,
+        ep=1.0,
+    )
+    return float(times.linear_fwd)
+
+
+def test_linear_layers_run_at_u_x_over_x_plus_x0() -> None:
+    # t = 1: the four weights are h x 3h, h x h, h x 4h, 4h x h (per GPU), each at
+    # u·x/(x + x0) with x = 2nk/(n + k), weighted by its FLOPs (3 : 1 : 4 : 4).
+    h, x0 = 6144.0, 844.72
+    harmonic = [2 * n * k / (n + k) for n, k in ((3 * h, h), (h, h), (4 * h, h), (h, 4 * h))]
+    expected = sum(w * (1 + x0 / x) for w, x in zip((3, 1, 4, 4), harmonic, strict=True)) / 12
+    assert _linear_fwd_s(1.0, x0) / _linear_fwd_s(1.0, 0.0) == pytest.approx(expected, rel=1e-12)
+    # Higher t shrinks the per-GPU weights: a larger share of the time is the size penalty.
+    ratio = [_linear_fwd_s(t, x0) / _linear_fwd_s(t, 0.0) for t in (1.0, 2.0, 4.0, 8.0)]
+    assert ratio == sorted(ratio) and ratio[0] > 1.0
+
+
+def test_a_negative_gemm_half_size_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="gemm_half_size_elements"):
+        a100(gemm_half_size_elements=-1.0)
