@@ -160,6 +160,21 @@ def test_roofline_figures_can_be_given_with_explicit_clusters(client: TestClient
     assert_problem(client.post("/v1/estimates", json=bad), 422)
 
 
+def test_the_gemm_size_constant_defaults_to_the_fit_and_can_be_given(client: TestClient) -> None:
+    fitted = client.post("/v1/estimates", json=request(ESTIMATE)).json()
+    x0 = FITTED_COMPUTE["a100"].gemm_half_size_elements
+    assert fitted["cluster"]["gemm_half_size_elements"] == x0 > 0
+    assert any("x + " in note for note in fitted["assumptions"])
+    given = request(ESTIMATE)
+    given["cluster"] = {**given["cluster"], "gemm_half_size_elements": 0.0}
+    flat = client.post("/v1/estimates", json=given).json()
+    assert flat["cluster"]["gemm_half_size_elements"] == 0.0
+    # One u for every size: the small per-GPU GEMMs no longer pay the size penalty.
+    assert flat["breakdown_s"]["compute"] < fitted["breakdown_s"]["compute"]
+    given["cluster"]["gemm_half_size_elements"] = -1.0
+    assert_problem(client.post("/v1/estimates", json=given), 422)
+
+
 def test_framework_presets_are_listed_with_their_flags(client: TestClient) -> None:
     response = client.get("/v1/presets/frameworks")
     assert response.status_code == 200
