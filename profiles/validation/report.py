@@ -6,9 +6,9 @@ GEMM efficiency u8 and x0 of the size-dependent GEMM efficiency u·x/(x + x0). T
 on a declared training subset only (``TRAINING``): u, c and γ on Megatron-LM SC21 Table 1 (A100,
 BF16/FP16), u (H100) and u8 on the dense rows of NVIDIA's DGX Cloud benchmarking recipes (H100),
 then x0 jointly on both with u, γ and u8 refitted (``JOINT_PARAMETERS``). Every training row
-is scored by a fit that left its group out (SC21 Table 1: leave-one-out; DGX Cloud: leave-one-
-model-out); every other row is predicted from the fit on the whole training subset, which never
-contains it. The fit is a small
+is scored by a fit that left its group out (SC21 Table 1: leave-one-out; DGX Cloud:
+leave-one-model-out); every other row is predicted from the fit on the whole training subset,
+which never contains it. The fit is a small
 least-squares on relative errors (Gauss-Newton over the engine itself, so every mechanism of the
 model is inside the fit). Bandwidths come from the nominal DGX profile of the row's GPU, never
 from per-row tuning; the row's framework, version and published overlap flags select the
