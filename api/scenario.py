@@ -207,6 +207,14 @@ def _roofline(
         out["gemm_traffic_factor"] = cluster.gemm_traffic_factor
     elif fitted is not None and hbm:
         out["gemm_traffic_factor"] = fitted.gemm_traffic_factor
+    if cluster.gemm_half_size_elements is not None:
+        out["gemm_half_size_elements"] = cluster.gemm_half_size_elements
+    elif fitted is not None and fitted.gemm_half_size_elements:
+        out["gemm_half_size_elements"] = fitted.gemm_half_size_elements
+        notes.append(
+            f"linear-layer GEMMs at u·x/(x + {fitted.gemm_half_size_elements:g}), x the harmonic "
+            f"mean of the per-GPU weight's dimensions: {where}'s GPU family ({fitted.source})"
+        )
     if cluster.fp8_utilization is not None:
         out["fp8_utilization"] = cluster.fp8_utilization
     elif fitted is not None and fitted.fp8_utilization is not None:
@@ -263,6 +271,7 @@ def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedClust
         notes.append("no GPU memory given: memory.fits is unknown (null)")
     roofline = {
         "gemm_traffic_factor": cluster.gemm_traffic_factor or 0.0,
+        "gemm_half_size_elements": cluster.gemm_half_size_elements or 0.0,
         "fp8_utilization": cluster.fp8_utilization,
     }
     if cluster.flash2_efficiency is not None:

@@ -362,6 +362,14 @@ class ClusterIn(_In):
         description="c: GEMM operand bytes through HBM (detailed fidelity); default: the fitted "
         "c of the GPU family, else 0",
     )
+    gemm_half_size_elements: float | None = Field(
+        None,
+        ge=0,
+        le=MAX_FLOAT,
+        description="x0 of the size-dependent GEMM efficiency (detailed fidelity): a linear "
+        "layer whose per-GPU weight is n x k runs at u·x/(x + x0), x = 2nk/(n + k); default: "
+        "the fitted x0 of the GPU family with a profile, else 0 (one u for every size)",
+    )
     fp8_utilization: float | None = Field(
         None,
         gt=0,
@@ -890,6 +898,9 @@ class ClusterOut(_Out):
         validation_alias=AliasPath("spec", "memory_traffic_factor")
     )
     gemm_traffic_factor: float = Field(validation_alias=AliasPath("spec", "gemm_traffic_factor"))
+    gemm_half_size_elements: float = Field(
+        validation_alias=AliasPath("spec", "gemm_half_size_elements")
+    )
     fp8_utilization: float | None = Field(validation_alias=AliasPath("spec", "fp8_utilization"))
     flash2_efficiency: float = Field(validation_alias=AliasPath("spec", "flash2_efficiency"))
     bandwidth: str

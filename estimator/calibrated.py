@@ -1,11 +1,12 @@
 """The compute constants `commest validate` fits, per GPU family, with their provenance.
 
-The detailed model's per-operation roofline (estimator.compute) has four fitted constants; the
+The detailed model's per-operation roofline (estimator.compute) has five fitted constants; the
 validation report (profiles.validation.report) fits them on its declared training subset only:
 the A100 GEMM efficiency u, the element-wise factor γ and the GEMM operand-traffic factor c on
 Megatron-LM SC21 Table 1; the H100 16-bit and FP8 GEMM efficiencies on the dense runs of NVIDIA's
-DGX Cloud benchmarking recipes. The nominal DGX profiles carry these values; a test checks that
-they equal what the report fits today.
+DGX Cloud benchmarking recipes; then the size x0 of the size-dependent GEMM efficiency jointly on
+both, with u, γ and u8 refitted alongside. The nominal DGX profiles carry these values; a test
+checks that they equal what the report fits today.
 """
 
 from __future__ import annotations
@@ -19,29 +20,34 @@ __all__ = ["FITTED_COMPUTE", "FittedCompute", "fitted_for_gpu"]
 class FittedCompute:
     """One GPU family's fitted compute constants (see estimator.compute)."""
 
-    utilization: float  # u: large 16-bit GEMMs, fraction of the dense peak
+    utilization: float  # u: 16-bit GEMMs as large as x >> x0, fraction of the dense peak
     memory_traffic_factor: float  # γ
     gemm_traffic_factor: float  # c
     fp8_utilization: float | None  # u8: FP8 GEMMs, fraction of the FP8 peak
     source: str
+    # x0: the per-GPU weight size (elements) at which a linear layer runs at half of u
+    # (estimator.compute.size_factor); one value for both families.
+    gemm_half_size_elements: float = 0.0
 
 
 _SUBSET = "fitted by commest validate on its declared training subset"
 FITTED_COMPUTE: dict[str, FittedCompute] = {
     "a100": FittedCompute(
-        utilization=0.7398,
-        memory_traffic_factor=2.6373,
+        utilization=0.7984,
+        memory_traffic_factor=2.0581,
         gemm_traffic_factor=0.0,
         fp8_utilization=None,
-        source=f"{_SUBSET} (Megatron-LM SC21 Table 1, A100)",
+        source=f"{_SUBSET} (Megatron-LM SC21 Table 1, A100; x0 jointly with the H100 runs)",
+        gemm_half_size_elements=844.72,
     ),
     "h100": FittedCompute(
-        utilization=0.6294,
-        memory_traffic_factor=2.6373,
+        utilization=0.6815,
+        memory_traffic_factor=2.0581,
         gemm_traffic_factor=0.0,
-        fp8_utilization=0.6561,
+        fp8_utilization=0.6919,
         source=f"{_SUBSET} (γ and c from SC21 Table 1; u and u8 from the dense DGX Cloud "
-        "benchmarking runs, H100)",
+        "benchmarking runs, H100; x0 jointly with SC21 Table 1)",
+        gemm_half_size_elements=844.72,
     ),
 }
 

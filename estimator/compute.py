@@ -2,12 +2,13 @@
 
 A roofline per operation replaces the paper's single utilization u:
 
-- GEMMs: ``F/(u·F_peak) + c·B/HBM``, F the FLOPs and B the bytes of its operands and result
+- GEMMs: ``F/(u(x)·F_peak) + c·B/HBM``, F the FLOPs and B the bytes of its operands and result
   (M·K + K·N + M·N elements). The second term is the memory side of the roofline, added rather
   than maxed so the time stays linear in the fitted constants (1/u, c); it makes a GEMM's
   efficiency depend on its per-GPU size: small hidden sizes, high t, short token counts and the
   narrow GEMMs of small experts run further below peak, more so where F_peak/HBM is high
-  (H100, and FP8 more than BF16).
+  (H100, and FP8 more than BF16). The linear layers' efficiency u(x) also saturates with the
+  per-GPU weight's size x (``size_factor``).
 - Attention core: Q·Kᵀ and attention·V as batched GEMMs with the s² score matrix (no
   FlashAttention), or one fused kernel (FlashAttention, Dao et al. 2022): causal masking skips
   half the blocks and the backward pass recomputes the scores, 2.5x the forward FLOPs.
@@ -70,6 +71,7 @@ class Roofline:
     elementwise_factor: float  # γ
     attention_efficiency: float = 1.0  # the attention kernel's efficiency relative to u
     fused_elementwise: bool = True  # False: eager PyTorch (EAGER_* extra passes)
+    gemm_half_size_elements: float = 0.0  # x0 of size_factor; 0: size-independent u
 
     @property
     def high_precision_peak(self) -> float:
@@ -98,6 +100,19 @@ class Roofline:
 def _where_sp(sp: Num, t: Num) -> Num:
     """t where sequence parallelism shards the norms, else 1 (sp is a 0/1 flag)."""
     return sp * t + (1.0 - sp)
+
+
+def size_factor(roof: Roofline, n: Num, k: Num) -> Num:
+    """u / (the efficiency of a linear layer whose per-GPU weight is n x k).
+
+    The efficiency saturates with the GEMM's size, u(x) = u · x/(x + x0), x = 2nk/(n + k) the
+    harmonic mean of the per-GPU weight's dimensions (the inner dimensions of the forward and
+    input-gradient GEMMs); Anthony et al. 2024 ("The Case for Co-Designing Model Architectures
+    with Hardware", arXiv:2401.14489) measure transformer GEMM throughput rising with these
+    dimensions and saturating. So 1/u(x) = (1/u)(1 + x0·(1/n + 1/k)/2); x0 = 0 is a
+    size-independent u (docs/design.md §4.4).
+    """
+    return 1.0 + roof.gemm_half_size_elements * 0.5 * (1.0 / n + 1.0 / k)
 
 
 def gemm_s(
@@ -197,7 +212,14 @@ def layer_times(
 
     def lin(n: Num, k: Num, count: Num = 1.0, rows: Num = tokens) -> Num:
         return gemm_s(
-            roof, rows, n, k, operand_bytes=lin_bytes, peak=lin_peak, utilization=lin_u, count=count
+            roof,
+            rows,
+            n,
+            k,
+            operand_bytes=lin_bytes,
+            peak=lin_peak,
+            utilization=lin_u / size_factor(roof, n, k),
+            count=count,
         )
 
     qkv = lin((h + 2.0 * kv) / t, h)

@@ -210,6 +210,7 @@ def run_kernel(scenario: Scenario) -> KernelResult:
         gemm_traffic_factor=c.gemm_traffic_factor,
         fp8_utilization=c.fp8_utilization,
         flash2_efficiency=c.flash2_efficiency,
+        gemm_half_size_elements=c.gemm_half_size_elements,
     )
 
 
@@ -380,6 +381,12 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             f"γ={c.memory_traffic_factor:g}, HBM {c.memory_bandwidth_gbps:g} GB/s; element-wise "
             "bytes per Korthikanti et al. 2022 Table 2)"
         )
+    if c.gemm_half_size_elements:
+        out.append(
+            "linear-layer GEMMs at u·x/(x + x0), x = 2nk/(n + k) for a per-GPU weight n x k "
+            f"(x0={c.gemm_half_size_elements:g}; size-dependent efficiency, docs/design.md §4.4)"
+        )
+    if c.memory_bandwidth_gbps:
         out.append(
             "optimizer step: the parameters this GPU owns (sharded by ZeRO ≥ 1) stream "
             f"{fw.optimizer_bytes_per_parameter:g} B each (+8 B for the FP16 loss-scale "

@@ -210,6 +210,7 @@ def evaluate(
     gemm_traffic_factor: float = 0.0,
     fp8_utilization: float | None = None,
     flash2_efficiency: float = 1.0,
+    gemm_half_size_elements: float = 0.0,
 ) -> KernelResult:
     """All terms of the iteration time for the layouts in ``lay`` (scalars or arrays).
 
@@ -228,6 +229,7 @@ def evaluate(
             hbm_bytes_per_s=(memory_bandwidth_gbps or 0.0) * 1e9,
             gemm_traffic_factor=gemm_traffic_factor,
             elementwise_factor=memory_traffic_factor,
+            gemm_half_size_elements=gemm_half_size_elements,
             attention_efficiency=(
                 flash2_efficiency if training.software.attention_kernel == "flash2" else 1.0
             ),

@@ -349,9 +349,19 @@ class ClusterSpec:
     # for the generation (Ampere), about 0.5 on Hopper (Shah et al. 2024, FlashAttention-3 §4.1).
     # Used when the framework's attention kernel is flash2.
     flash2_efficiency: float = 1.0
+    # x0 of the size-dependent GEMM efficiency (detailed fidelity, estimator.compute.size_factor):
+    # a linear layer whose per-GPU weight is n x k runs at u·x/(x + x0), x the harmonic mean of
+    # n and k; 0 (the default) is a size-independent u.
+    gemm_half_size_elements: float = 0.0
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
+        if not (math.isfinite(self.gemm_half_size_elements) and self.gemm_half_size_elements >= 0):
+            raise ValidationError(
+                "cluster.gemm_half_size_elements",
+                self.gemm_half_size_elements,
+                "must be a finite number >= 0",
+            )
         if not (math.isfinite(self.gemm_traffic_factor) and self.gemm_traffic_factor >= 0):
             raise ValidationError(
                 "cluster.gemm_traffic_factor",

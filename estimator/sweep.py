@@ -124,6 +124,7 @@ def evaluate_layouts(
         gemm_traffic_factor=cluster.gemm_traffic_factor,
         fp8_utilization=cluster.fp8_utilization,
         flash2_efficiency=cluster.flash2_efficiency,
+        gemm_half_size_elements=cluster.gemm_half_size_elements,
     )
     n = len(layouts)
     terms = {

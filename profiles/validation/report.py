@@ -1,12 +1,14 @@
 """`commest validate`: predictions against published training runs, honestly fitted.
 
-Protocol. The detailed model has four fitted constants (estimator.compute): the large-GEMM
-efficiency u, the GEMM operand-traffic factor c, the element-wise traffic factor γ, and the FP8
-GEMM efficiency u8. They are fitted on a declared training subset only (``TRAINING``): u, c and
-γ on Megatron-LM SC21 Table 1 (A100, BF16/FP16), u8 on the FP8 rows of NVIDIA's DGX Cloud
-benchmarking recipes (H100). Every training row is scored by a fit that left its group out
-(SC21 Table 1: leave-one-out; DGX Cloud FP8: leave-one-model-out); every other row is predicted
-from the fit on the whole training subset, which never contains it. The fit is a small
+Protocol. The detailed model has five fitted constants (estimator.compute): the large-GEMM
+efficiency u, the GEMM operand-traffic factor c, the element-wise traffic factor γ, the FP8
+GEMM efficiency u8 and x0 of the size-dependent GEMM efficiency u·x/(x + x0). They are fitted
+on a declared training subset only (``TRAINING``): u, c and γ on Megatron-LM SC21 Table 1 (A100,
+BF16/FP16), u (H100) and u8 on the dense rows of NVIDIA's DGX Cloud benchmarking recipes (H100),
+then x0 jointly on both with u, γ and u8 refitted (``JOINT_PARAMETERS``). Every training row
+is scored by a fit that left its group out (SC21 Table 1: leave-one-out; DGX Cloud:
+leave-one-model-out); every other row is predicted from the fit on the whole training subset,
+which never contains it. The fit is a small
 least-squares on relative errors (Gauss-Newton over the engine itself, so every mechanism of the
 model is inside the fit). Bandwidths come from the nominal DGX profile of the row's GPU, never
 from per-row tuning; the row's framework, version and published overlap flags select the
@@ -87,12 +89,23 @@ TRAINING: tuple[TrainingFamily, ...] = (
         group_of=lambda r: r.meta.get("model") or r.id,
     ),
 )
+# Fitted after the families, jointly on every training row with every family's constants free
+# again: x0 of the size-dependent GEMM efficiency (estimator.compute.size_factor), one value for
+# both GPUs (it is a GEMM size in elements, set by the tensor-core kernels' tiling, not by the
+# peak), identified by the span of per-GPU GEMM sizes of both families together.
+JOINT_PARAMETERS = ("gemm_half_size_elements",)
+JOINT_REASON = (
+    "x0 of the size-dependent GEMM efficiency u·x/(x + x0), shared by A100 and H100, fitted "
+    "jointly on both training families (per-GPU weight sizes 768-25600) with their constants "
+    "refitted alongside"
+)
 PARAMETERS = (
     "utilization_a100",
     "utilization_h100",
     "gemm_traffic_factor",
     "memory_traffic_factor",
     "fp8_utilization",
+    "gemm_half_size_elements",
 )
 # Starting point of the fit and the value of a constant no family informs.
 _START = {
@@ -101,6 +114,7 @@ _START = {
     "gemm_traffic_factor": 0.5,
     "memory_traffic_factor": 1.0,
     "fp8_utilization": 0.6,
+    "gemm_half_size_elements": 0.0,
 }
 _BOUNDS = {
     "utilization_a100": (0.05, 1.0),
@@ -108,6 +122,7 @@ _BOUNDS = {
     "gemm_traffic_factor": (0.0, 20.0),
     "memory_traffic_factor": (0.0, 20.0),
     "fp8_utilization": (0.05, 1.0),
+    "gemm_half_size_elements": (0.0, 20000.0),
 }
 
 # Korthikanti et al. 2022 Table 5: the eight end-to-end runs (full recompute / SP + selective).
@@ -161,6 +176,7 @@ class RowResult:
     framework: str = ""
     kinds: tuple[str, ...] = ()
     fit_rows: tuple[str, ...] = ()  # every row the fit that scored this row saw
+    gemm_half_size_elements: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,6 +434,7 @@ def scenario_for(
     gemm_traffic_factor: float = 0.0,
     fp8_utilization: float | None = None,
     bandwidth: BandwidthProvider | None = None,
+    gemm_half_size_elements: float = 0.0,
 ) -> Scenario:
     """The row as an engine scenario on its GPU's nominal DGX profile."""
     model, training, layout = run.scenario_inputs
@@ -434,6 +451,7 @@ def scenario_for(
         gemm_traffic_factor=gemm_traffic_factor,
         fp8_utilization=fp8_utilization,
         flash2_efficiency=gpu.flash2_efficiency,
+        gemm_half_size_elements=gemm_half_size_elements,
     )
     return Scenario(model, training, layout, cluster)
 
@@ -446,6 +464,7 @@ def predict(run: PublishedRun, constants: dict[str, float]) -> float:
         memory_traffic_factor=constants["memory_traffic_factor"],
         gemm_traffic_factor=constants["gemm_traffic_factor"],
         fp8_utilization=constants["fp8_utilization"],
+        gemm_half_size_elements=constants["gemm_half_size_elements"],
     )
     return estimate(sc).iteration_time_s
 
@@ -475,6 +494,8 @@ def fit_constants(
         jac = np.empty((len(runs), len(free)))
         for j, name in enumerate(free):
             step = 1e-4 * max(abs(theta[name]), 1e-2)
+            if theta[name] + step > _BOUNDS[name][1]:
+                step = -step  # a one-sided difference from inside the bounds
             bumped = dict(theta)
             bumped[name] = theta[name] + step
             jac[:, j] = (residuals(bumped) - res) / step
@@ -527,7 +548,9 @@ def fit_training(
     """The constants fitted family by family on the training rows not left out.
 
     Families are fitted in declaration order, each freeing its own constants with the earlier
-    families' values fixed. Returns the constants and the ids of every row the fit saw.
+    families' values fixed (x0 = 0); then ``JOINT_PARAMETERS`` are fitted on all those rows
+    together, each family's u, γ and u8 free again from there (c stays at its family's value).
+    Returns the constants and the ids of every row the fit saw.
     """
     theta = dict(_START)
     seen: list[str] = []
@@ -535,6 +558,9 @@ def fit_training(
         rows = [r for r in runs if family.contains(r) and not leave_out(r)]
         theta = fit_constants(rows, family.parameters, theta)
         seen.extend(r.id for r in rows)
+    joint = [r for r in runs if r.id in set(seen)]
+    free = [p for f in TRAINING for p in f.parameters if p != "gemm_traffic_factor"]
+    theta = fit_constants(joint, (*free, *JOINT_PARAMETERS), theta)
     return theta, seen
 
 
@@ -606,6 +632,7 @@ def run_validation(text: str | None = None) -> ValidationReport:
                 memory_traffic_factor=constants["memory_traffic_factor"],
                 gemm_traffic_factor=constants["gemm_traffic_factor"],
                 fp8_utilization=constants["fp8_utilization"],
+                gemm_half_size_elements=constants["gemm_half_size_elements"],
                 framework=run.scenario_inputs[1].software.name,
                 kinds=kinds_of(run),
                 fit_rows=tuple(seen),
@@ -627,5 +654,5 @@ def run_validation(text: str | None = None) -> ValidationReport:
         fit_all,
         excluded,
         by_kind,
-        {f.name: f.reason for f in TRAINING},
+        {**{f.name: f.reason for f in TRAINING}, "joint": JOINT_REASON},
     )

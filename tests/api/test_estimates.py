@@ -14,6 +14,7 @@ from estimator import (
     estimate,
     megatron_parameters,
 )
+from estimator.calibrated import FITTED_COMPUTE
 from estimator.presets import model_preset
 from profiles.nominal import NOMINAL_SPECS, nominal_bandwidth
 from tests.api.conftest import AUTH, ESTIMATE, SCALAR_C, assert_problem, request
@@ -51,6 +52,7 @@ def test_estimate_by_preset_with_nominal_profile_matches_the_engine(client: Test
                 gpu_memory_bytes=80 * 1024**3,
                 memory_bandwidth_gbps=A100.memory_bandwidth_gbps,
                 memory_traffic_factor=A100.memory_traffic_factor,
+                gemm_half_size_elements=FITTED_COMPUTE["a100"].gemm_half_size_elements,
             ),
         )
     )

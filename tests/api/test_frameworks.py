@@ -80,6 +80,7 @@ def test_a_framework_request_equals_the_engine(client: TestClient) -> None:
                 memory_bandwidth_gbps=a100.memory_bandwidth_gbps,
                 memory_traffic_factor=a100.memory_traffic_factor,
                 gemm_traffic_factor=FITTED_COMPUTE["a100"].gemm_traffic_factor,
+                gemm_half_size_elements=FITTED_COMPUTE["a100"].gemm_half_size_elements,
             ),
         )
     )
@@ -157,6 +158,21 @@ def test_roofline_figures_can_be_given_with_explicit_clusters(client: TestClient
     bad = request(explicit)
     bad["cluster"]["fp8_utilization"] = 1.5
     assert_problem(client.post("/v1/estimates", json=bad), 422)
+
+
+def test_the_gemm_size_constant_defaults_to_the_fit_and_can_be_given(client: TestClient) -> None:
+    fitted = client.post("/v1/estimates", json=request(ESTIMATE)).json()
+    x0 = FITTED_COMPUTE["a100"].gemm_half_size_elements
+    assert fitted["cluster"]["gemm_half_size_elements"] == x0 > 0
+    assert any("x + " in note for note in fitted["assumptions"])
+    given = request(ESTIMATE)
+    given["cluster"] = {**given["cluster"], "gemm_half_size_elements": 0.0}
+    flat = client.post("/v1/estimates", json=given).json()
+    assert flat["cluster"]["gemm_half_size_elements"] == 0.0
+    # One u for every size: the small per-GPU GEMMs no longer pay the size penalty.
+    assert flat["breakdown_s"]["compute"] < fitted["breakdown_s"]["compute"]
+    given["cluster"]["gemm_half_size_elements"] = -1.0
+    assert_problem(client.post("/v1/estimates", json=given), 422)
 
 
 def test_framework_presets_are_listed_with_their_flags(client: TestClient) -> None:

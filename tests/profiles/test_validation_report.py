@@ -83,6 +83,9 @@ def test_the_nominal_profiles_carry_todays_fit(report: ValidationReport) -> None
         assert fitted.gemm_traffic_factor == pytest.approx(
             report.fit["gemm_traffic_factor"], abs=5e-5
         )
+        assert fitted.gemm_half_size_elements == pytest.approx(
+            report.fit["gemm_half_size_elements"], abs=5e-3
+        )
     assert FITTED_COMPUTE["h100"].fp8_utilization == pytest.approx(
         report.fit["fp8_utilization"], abs=5e-5
     )
@@ -93,11 +96,13 @@ def test_the_nominal_profiles_carry_todays_fit(report: ValidationReport) -> None
 
 # Golden figures (out of sample, nominal DGX profiles). Targets of issue 11 in comments; the
 # asserted bounds are what the model reaches today with a small margin, so a regression fails.
-# Korthikanti et al. 2022 Table 5 (A100): issue target mean <= 3.5 %, max <= 8 %.
-KORTHIKANTI_T5_MEAN_PCT = 5.0
-KORTHIKANTI_T5_MAX_PCT = 8.5
-# Megatron-LM SC21 Table 1, leave-one-out (issue 5: mean <= 5 %, max <= 10 %).
-SC21_T1_MEAN_PCT = 3.0
+# Korthikanti et al. 2022 Table 5 (A100): issue target mean <= 3.5 %, max <= 8 % (met since
+# the size-dependent GEMM efficiency: 2.2 % / 5.0 %).
+KORTHIKANTI_T5_MEAN_PCT = 3.0
+KORTHIKANTI_T5_MAX_PCT = 6.0
+# Megatron-LM SC21 Table 1, leave-one-out (issue 5: mean <= 5 %, max <= 10 %). The joint fit of
+# x0 trades some of it (2.2 % -> 3.3 % mean) for the held-out rows (docs/design.md §4.4).
+SC21_T1_MEAN_PCT = 3.5
 SC21_T1_MAX_PCT = 7.0
 # SC21 Table 2, PTD-P rows (175B/530B at 384-2240 GPUs).
 SC21_T2_PTDP_MAX_PCT = 6.0
@@ -107,13 +112,13 @@ DGXC_DENSE_MEAN_PCT = 6.0
 # SC21 Table 2, DeepSpeed ZeRO-3 175B on 384/768/1536 GPUs (latency-bound gathers): max.
 SC21_T2_ZERO3_175B_MAX_PCT = 20.0
 # torchtitan H100 benchmarks (Grand Teton H100s, op-level SAC, forward-only async TP): mean.
-TORCHTITAN_MEAN_PCT = 12.5
+TORCHTITAN_MEAN_PCT = 13.0
 # llm-foundry MPT benchmarks (Composer FSDP, BACKWARD_POST): mean.
-LLMFOUNDRY_MEAN_PCT = 10.0
+LLMFOUNDRY_MEAN_PCT = 7.5
 # DGX Cloud Grok-1 314B MoE rows (dispatcher TP gather/scatter): mean.
 DGXC_MOE_MEAN_PCT = 14.5
 # Every scored row (issue 11 target: 5 %).
-ALL_ROWS_MEAN_PCT = 9.0
+ALL_ROWS_MEAN_PCT = 8.3
 
 
 def test_korthikanti_table5_out_of_sample(report: ValidationReport) -> None:
