@@ -205,10 +205,15 @@ def percentile_ms(values: list[float], q: float) -> float:
 
 def verify(base: str, profile: str, tally: Tally) -> tuple[int, int]:
     """(acknowledged uploads, lost ones): missing runs or runs missing points."""
+    stored: dict[int, int] = {}
+    offset: int | None = 0
     with httpx.Client(base_url=base, timeout=120.0) as client:
-        response = client.get(f"/v1/profiles/{profile}/runs")
-        response.raise_for_status()
-        stored = {run["id"]: len(run["points"]) for run in response.json()["runs"]}
+        while offset is not None:  # the list is paged: follow next_offset to the end
+            response = client.get(f"/v1/profiles/{profile}/runs", params={"offset": offset})
+            response.raise_for_status()
+            page = response.json()
+            stored.update((run["id"], len(run["points"])) for run in page["runs"])
+            offset = page["next_offset"]
     lost = sum(1 for run, points in tally.acknowledged.items() if stored.get(run) != points)
     return len(tally.acknowledged), lost
 
