@@ -1407,3 +1407,12 @@ def test_a_local_estimate_loads_no_web_database_or_plotting_library(
     )
     loaded = set(done.stdout.strip().splitlines()[-1].split()[1:])
     assert loaded == allowed, done.stderr
+
+
+def test_an_unreadable_training_log_is_named_as_such(env: Path, tmp_path: Path) -> None:
+    log = tmp_path / "not-a-log.txt"
+    log.write_text("hello\n", encoding="utf-8")
+    refused = run("profile", "upload-log", "dgx-a100-nominal", str(log))
+    assert refused.exit_code == 2
+    assert "Unreadable training log" in refused.stderr
+    assert "benchmark" not in refused.stderr

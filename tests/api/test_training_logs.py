@@ -160,3 +160,14 @@ def test_calibration_request_on_stored_runs_is_checked(client: TestClient) -> No
     named = client.post(calibrations, json={"stored_run_ids": [run_id]}, headers=AUTH)
     assert named.status_code == 201, named.text
     assert named.json()["residuals"][0]["measured_s"] == pytest.approx(1.2103)
+
+
+def test_an_unreadable_log_has_its_own_problem_type_and_title(client: TestClient) -> None:
+    body = assert_problem(_upload(client, "hello"), 422)
+    assert body["title"] == "Unreadable training log"
+    assert body["type"] == "urn:commest:problem:training-log-parse"
+    # benchmark output keeps its own problem (type and title unchanged)
+    runs = client.post(f"/v1/profiles/{PROFILE}/runs", content=b"hello", headers=TEXT)
+    bench = assert_problem(runs, 422)
+    assert bench["title"] == "Unreadable benchmark output"
+    assert bench["type"] == "urn:commest:problem:parse"
