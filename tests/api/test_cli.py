@@ -799,6 +799,16 @@ def test_profile_upload_log_then_calibrate_on_stored_runs(env: Path, tmp_path: P
     assert 0 < json.loads(fitted.stdout)["utilization"] <= 1
     neither = run("profile", "calibrate", "dgx-a100-nominal")
     assert neither.exit_code == 2
+    # this small model fits u ~ 0.06: warned, and --apply refused (exit 2) unless --force
+    assert "warning: the fitted utilization" in fitted.stderr
+    refused = run("profile", "calibrate", "dgx-a100-nominal", "--use-stored-runs", "--apply")
+    assert refused.exit_code == 2 and "--force" in refused.stderr
+    forced = run(
+        "profile", "calibrate", "dgx-a100-nominal", "--use-stored-runs", "--apply", "--force"
+    )
+    assert forced.exit_code == 0, forced.stderr
+    assert json.loads(forced.stdout)["applied"] is True
+    assert "warning: the fitted utilization" in forced.stderr
 
 
 def test_serve_migrates_prints_where_and_runs_the_app_factory(
