@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import problems
+from api.query_names import refuse_unknown_query
 from api.routes import ROUTERS
 from api.routes.health import VERSION
 from api.runtime import Runtime
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=VERSION,
         description=DESCRIPTION,
         lifespan=lifespan,
+        dependencies=[Depends(refuse_unknown_query)],  # no typo'd query parameter ignored
         static_url=DOCS_ASSETS,
         swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from swagger.io
     )

@@ -652,6 +652,11 @@ class CalibrationRequest(_In):
         default_factory=list, max_length=1000, validate_default=True
     )
     apply: bool = False
+    force: bool = Field(
+        False,
+        description="with apply: set a fitted u outside the plausible range [0.15, 0.95] "
+        "of peak too (without it such a fit is a 422 and changes nothing)",
+    )
 
     @field_validator("runs")
     @classmethod
@@ -1296,6 +1301,10 @@ class CalibrationResponse(_Out):
     residuals: list[ResidualOut]
     applied: bool | None = Field(description="null in listings: not recorded per calibration")
     created_at: datetime
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="a fitted u outside the plausible range [0.15, 0.95] of peak",
+    )
 
 
 class ModelShapeOut(_ModelShape, _Out):

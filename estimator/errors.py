@@ -74,6 +74,14 @@ class ParseError(CommestError):
         self.lines = lines or []
 
 
+class TrainingLogParseError(ParseError):
+    """A training log (Megatron-LM, Megatron-DeepSpeed, NeMo) commest cannot read: its own
+    title and problem ``type`` (``training-log-parse``), so it is not mistaken for benchmark
+    output; a ``ParseError`` still, for code that catches either."""
+
+    title = "Unreadable training log"
+
+
 class NotFoundError(CommestError):
     """A named thing (profile, baseline, preset, run) that does not exist."""
 

@@ -14,6 +14,30 @@ from dataclasses import dataclass
 
 from estimator.errors import CalibrationError
 
+#: The fitted u applied without ``force`` (docs/design.md §7.1): below, a fit that blames
+#: everything it does not model on the GPU (published MFU of large runs is ~0.2-0.55); above,
+#: more than dense matrix multiplication reaches on any GPU.
+PLAUSIBLE_UTILIZATION: tuple[float, float] = (0.15, 0.95)
+
+
+def implausible_utilization(utilization: float) -> str | None:
+    """Why a fitted u is outside :data:`PLAUSIBLE_UTILIZATION`, or None when it is inside."""
+    low, high = PLAUSIBLE_UTILIZATION
+    if low <= utilization <= high:
+        return None
+    side = "below" if utilization < low else "above"
+    why = (
+        "the measured runs are slower than the model explains (a small model, data loading, "
+        "an unmodelled overhead?)"
+        if utilization < low
+        else "the measured runs are faster than dense compute allows (a layout or model "
+        "field that differs from the run?)"
+    )
+    return (
+        f"the fitted utilization {utilization:.4g} is {side} the plausible range "
+        f"[{low}, {high}] of peak: {why}"
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class CalibrationSample:

@@ -19,9 +19,15 @@ from api.schemas import (
 )
 from api.snapshots import Profiles
 from estimator import Scenario, estimate
-from estimator.errors import ValidationError
+from estimator.errors import CalibrationError, ValidationError
 from profiles import measured_runs, repository
-from profiles.calibration import CalibrationSample, fit_utilization, sample_from_predictions
+from profiles.calibration import (
+    PLAUSIBLE_UTILIZATION,
+    CalibrationSample,
+    fit_utilization,
+    implausible_utilization,
+    sample_from_predictions,
+)
 from profiles.models import Calibration
 
 
@@ -113,6 +119,18 @@ def create_calibration(
             )
         )
     result = fit_utilization(samples)
+    implausible = implausible_utilization(result.utilization)
+    if implausible is not None and body.apply and not body.force:
+        low, high = PLAUSIBLE_UTILIZATION
+        error = CalibrationError(
+            "utilization",
+            result.utilization,
+            f"{implausible}; nothing was stored or applied",
+            hint='send "force": true (CLI --force) to apply it anyway, or leave out apply '
+            "to store the fit without applying it",
+        )
+        error.context["plausible_utilization"] = [low, high]
+        raise error
     inputs = body.model_dump(mode="json", exclude_unset=True)
     calibration = repository.save_calibration(
         session=session,
@@ -141,8 +159,15 @@ def _response(
             {**r, "scaled_s": sample.scaled_s, "fixed_s": sample.fixed_s}
             for r, sample in zip(residuals, samples, strict=True)
         ]
+    implausible = implausible_utilization(calibration.utilization)
     return CalibrationResponse.model_validate(
-        Members(calibration, profile=profile, applied=applied, residuals=residuals)
+        Members(
+            calibration,
+            profile=profile,
+            applied=applied,
+            residuals=residuals,
+            warnings=[implausible] if implausible else [],
+        )
     )
 
 

@@ -4,13 +4,13 @@
 NeMo), reads the run's settings into the ``model``/``layout``/``training`` parts of an
 estimate request (the mapping is ``profiles.megatron_settings``), and the steady-state
 iteration time (``steady``: which intervals count, and why the others do not). It raises only
-``ParseError`` (no training interval, no arguments block) and ``ValidationError`` (a hint
+``TrainingLogParseError`` (no training interval, no arguments block) and ``ValidationError`` (a hint
 that breaks a rule, settings that contradict each other). Linear in the text's length.
 """
 
 from __future__ import annotations
 
-from estimator.errors import ParseError
+from estimator.errors import TrainingLogParseError
 from profiles.training_logs import megatron, nemo
 from profiles.training_logs._model import (
     MAX_LISTED_ITERATIONS,
@@ -43,17 +43,19 @@ EXPECTED = (
 def parse_training_log(text: str, hints: LogHints | None = None) -> ParsedTrainingLog:
     """The steady-state iteration time and the request of the run ``text`` logged."""
     if not isinstance(text, str):
-        raise ParseError(f"the upload is not text; {EXPECTED}")
+        raise TrainingLogParseError(f"the upload is not text; {EXPECTED}")
     hints = hints or LogHints()
     if megatron.ITERATION_MARK in text or megatron.ARGS_START in text:
         return _megatron(text, hints)
     if nemo.TIMING_MARK in text:
         return _nemo(text, hints)
     if not text.strip():
-        raise ParseError(f"the text is empty; {EXPECTED}")
+        raise TrainingLogParseError(f"the text is empty; {EXPECTED}")
     seen = first_lines(text)
     shown = "; ".join(f"line {n}: {t!r}" for n, t in seen) or "only over-long lines"
-    raise ParseError(f"found no training iterations; {EXPECTED}; saw {shown}", lines=seen)
+    raise TrainingLogParseError(
+        f"found no training iterations; {EXPECTED}; saw {shown}", lines=seen
+    )
 
 
 def _megatron(text: str, hints: LogHints) -> ParsedTrainingLog:
@@ -103,7 +105,7 @@ def _megatron(text: str, hints: LogHints) -> ParsedTrainingLog:
 def _nemo(text: str, hints: LogHints) -> ParsedTrainingLog:
     log = nemo.scan(text)
     if not log.intervals:
-        raise ParseError(
+        raise TrainingLogParseError(
             f"found '{nemo.TIMING_MARK}' but no step line with a global_step and a time; {EXPECTED}"
         )
     settings = dict(log.settings)

@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from estimator.errors import ParseError, ValidationError
+from estimator.errors import TrainingLogParseError, ValidationError
 from profiles.megatron_settings import Value, canonical, convert, setting_for
 from profiles.training_logs._model import Interval
 from profiles.training_logs._text import LogLines, quote, to_float, to_int
@@ -215,7 +215,8 @@ def settings_of(run: MegatronRun) -> tuple[dict[str, Value], int | None, int | N
 
 
 def choose_run(log: MegatronLog, text: str) -> tuple[MegatronRun, list[str]]:
-    """The run to read (the last that logged iterations); ParseError saying what is missing."""
+    """The run to read (the last that logged iterations); TrainingLogParseError saying what
+    is missing."""
     warnings: list[str] = []
     with_iterations = [r for r in log.runs if r.intervals]
     if with_iterations:
@@ -232,7 +233,7 @@ def choose_run(log: MegatronLog, text: str) -> tuple[MegatronRun, list[str]]:
         return run, warnings
     if log.orphan_intervals:
         shown = "; ".join(f"line {n}: {t!r}" for n, t in log.orphan_quote)
-        raise ParseError(
+        raise TrainingLogParseError(
             f"found {len(log.orphan_intervals)} iteration line(s) but no arguments block, so "
             f"the model and layout are unknown: Megatron-LM prints '{ARGS_START}' on rank 0 at "
             f"start-up; upload the log from its start. Saw {shown}",
@@ -241,10 +242,10 @@ def choose_run(log: MegatronLog, text: str) -> tuple[MegatronRun, list[str]]:
     if log.runs:
         run = log.runs[-1]
         cut = "" if run.arguments_ended else " (the block has no end line: the text is cut)"
-        raise ParseError(
+        raise TrainingLogParseError(
             f"found the arguments block at line {run.arguments_line}{cut} but no "
             f"'iteration N/ M | ... | {ITERATION_MARK}: T' line after it: the run logged no "
             "training interval (it stopped before its first --log-interval, or the text is cut)",
             lines=[(run.arguments_line, ARGS_START)],
         )
-    raise ParseError(f"found no Megatron-LM training log; {EXPECTED}")
+    raise TrainingLogParseError(f"found no Megatron-LM training log; {EXPECTED}")

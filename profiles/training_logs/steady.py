@@ -25,7 +25,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from estimator.errors import ParseError
+from estimator.errors import TrainingLogParseError
 from profiles.training_logs._model import DroppedInterval, Interval
 
 DEFAULT_WARMUP_ITERATIONS = 10
@@ -76,7 +76,8 @@ def steady_state(
     global_batch_size: int | None,
     warmup_iterations: int | None = None,
 ) -> SteadyState:
-    """The median iteration time over the steady-state intervals; ParseError if none is left."""
+    """The median iteration time over the steady-state intervals; TrainingLogParseError if
+    none is left."""
     window = DEFAULT_WARMUP_ITERATIONS if warmup_iterations is None else warmup_iterations
     used: list[Interval] = []
     dropped: list[DroppedInterval] = []
@@ -102,7 +103,7 @@ def steady_state(
         warmup += f"; the log (re)starts {len(segments)} times"
     if not used:
         reasons = sorted({d.reason for d in dropped})
-        raise ParseError(
+        raise TrainingLogParseError(
             f"none of the {len(dropped)} logged interval(s) is steady-state training "
             f"(left out: {', '.join(reasons)}); log more iterations, or pass "
             "warmup_iterations=0 if the text is already past the warm-up"

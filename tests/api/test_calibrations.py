@@ -102,3 +102,39 @@ def test_empty_runs_is_422(client: TestClient) -> None:
         "/v1/profiles/dgx-a100-nominal/calibrations", json={"runs": []}, headers=AUTH
     )
     assert_problem(response, 422, field="runs")
+
+
+@pytest.mark.parametrize("u", [0.05, 0.97])
+def test_an_implausible_fit_is_reported_and_applied_only_when_forced(
+    client: TestClient, u: float
+) -> None:
+    runs = [{"request": REQUEST, "measured_iteration_time_s": _measured(client, REQUEST, u)}]
+    url = "/v1/profiles/dgx-a100-nominal/calibrations"
+    before = client.get("/v1/profiles/dgx-a100-nominal").json()["utilization"]
+    stored = client.post(url, json={"runs": runs}, headers=AUTH)  # no apply: stored, warned
+    assert stored.status_code == 201, stored.text
+    assert stored.json()["applied"] is False
+    assert "plausible range [0.15, 0.95]" in stored.json()["warnings"][0]
+    assert client.get(url).json()[0]["warnings"] == stored.json()["warnings"]
+    refused = client.post(url, json={"runs": runs, "apply": True}, headers=AUTH)
+    problem = assert_problem(refused, 422, field="utilization")
+    assert problem["value"] == pytest.approx(u, rel=1e-9)
+    assert problem["plausible_utilization"] == [0.15, 0.95]
+    assert '"force": true' in problem["detail"]
+    assert len(client.get(url).json()) == 1  # the refused fit was not stored
+    assert client.get("/v1/profiles/dgx-a100-nominal").json()["utilization"] == before
+    forced = client.post(url, json={"runs": runs, "apply": True, "force": True}, headers=AUTH)
+    assert forced.status_code == 201 and forced.json()["applied"] is True
+    assert forced.json()["warnings"] == stored.json()["warnings"]
+    profile = client.get("/v1/profiles/dgx-a100-nominal").json()
+    assert profile["utilization"] == pytest.approx(u, rel=1e-9)
+
+
+def test_a_plausible_fit_carries_no_warning(client: TestClient) -> None:
+    runs = [{"request": REQUEST, "measured_iteration_time_s": _measured(client, REQUEST, 0.45)}]
+    response = client.post(
+        "/v1/profiles/dgx-a100-nominal/calibrations",
+        json={"runs": runs, "apply": True},
+        headers=AUTH,
+    )
+    assert response.status_code == 201 and response.json()["warnings"] == []

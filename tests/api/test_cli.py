@@ -799,6 +799,16 @@ def test_profile_upload_log_then_calibrate_on_stored_runs(env: Path, tmp_path: P
     assert 0 < json.loads(fitted.stdout)["utilization"] <= 1
     neither = run("profile", "calibrate", "dgx-a100-nominal")
     assert neither.exit_code == 2
+    # this small model fits u ~ 0.06: warned, and --apply refused (exit 2) unless --force
+    assert "warning: the fitted utilization" in fitted.stderr
+    refused = run("profile", "calibrate", "dgx-a100-nominal", "--use-stored-runs", "--apply")
+    assert refused.exit_code == 2 and "--force" in refused.stderr
+    forced = run(
+        "profile", "calibrate", "dgx-a100-nominal", "--use-stored-runs", "--apply", "--force"
+    )
+    assert forced.exit_code == 0, forced.stderr
+    assert json.loads(forced.stdout)["applied"] is True
+    assert "warning: the fitted utilization" in forced.stderr
 
 
 def test_serve_migrates_prints_where_and_runs_the_app_factory(
@@ -1407,3 +1417,12 @@ def test_a_local_estimate_loads_no_web_database_or_plotting_library(
     )
     loaded = set(done.stdout.strip().splitlines()[-1].split()[1:])
     assert loaded == allowed, done.stderr
+
+
+def test_an_unreadable_training_log_is_named_as_such(env: Path, tmp_path: Path) -> None:
+    log = tmp_path / "not-a-log.txt"
+    log.write_text("hello\n", encoding="utf-8")
+    refused = run("profile", "upload-log", "dgx-a100-nominal", str(log))
+    assert refused.exit_code == 2
+    assert "Unreadable training log" in refused.stderr
+    assert "benchmark" not in refused.stderr

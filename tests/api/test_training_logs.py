@@ -49,14 +49,29 @@ def test_a_real_megatron_log_calibrates_the_profile_end_to_end(client: TestClien
     assert run["missing"] == []
     assert run["already_stored"] is False and run["label"] == "gpt2 345m tp2 pp2"
 
-    calibrated = client.post(
+    # A 345M model on 8 A100s fits u ~ 0.06, outside the plausible range: apply alone is
+    # refused, naming the value, the range and how to force it, and changes nothing.
+    before = client.get(f"/v1/profiles/{PROFILE}").json()["utilization"]
+    refused = client.post(
         f"/v1/profiles/{PROFILE}/calibrations",
         json={"use_stored_runs": True, "apply": True},
         headers=AUTH,
     )
+    problem = assert_problem(refused, 422, field="utilization")
+    assert problem["value"] < 0.15 and problem["plausible_utilization"] == [0.15, 0.95]
+    assert '"force": true' in problem["detail"] and "--force" in problem["detail"]
+    assert client.get(f"/v1/profiles/{PROFILE}").json()["utilization"] == before
+    assert client.get(f"/v1/profiles/{PROFILE}/calibrations").json() == []
+
+    calibrated = client.post(
+        f"/v1/profiles/{PROFILE}/calibrations",
+        json={"use_stored_runs": True, "apply": True, "force": True},
+        headers=AUTH,
+    )
     assert calibrated.status_code == 201, calibrated.text
     fit = calibrated.json()
-    assert 0.0 < fit["utilization"] <= 1.0
+    assert 0.0 < fit["utilization"] < 0.15 and fit["applied"] is True
+    assert len(fit["warnings"]) == 1 and "plausible range [0.15, 0.95]" in fit["warnings"][0]
     assert fit["residuals"][0]["label"] == f"run {run['id']}: gpt2 345m tp2 pp2"
     assert fit["residuals"][0]["measured_s"] == pytest.approx(1.0826)
     # The same closed form as measurements given in the body.
@@ -160,3 +175,14 @@ def test_calibration_request_on_stored_runs_is_checked(client: TestClient) -> No
     named = client.post(calibrations, json={"stored_run_ids": [run_id]}, headers=AUTH)
     assert named.status_code == 201, named.text
     assert named.json()["residuals"][0]["measured_s"] == pytest.approx(1.2103)
+
+
+def test_an_unreadable_log_has_its_own_problem_type_and_title(client: TestClient) -> None:
+    body = assert_problem(_upload(client, "hello"), 422)
+    assert body["title"] == "Unreadable training log"
+    assert body["type"] == "urn:commest:problem:training-log-parse"
+    # benchmark output keeps its own problem (type and title unchanged)
+    runs = client.post(f"/v1/profiles/{PROFILE}/runs", content=b"hello", headers=TEXT)
+    bench = assert_problem(runs, 422)
+    assert bench["title"] == "Unreadable benchmark output"
+    assert bench["type"] == "urn:commest:problem:parse"

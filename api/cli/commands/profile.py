@@ -323,6 +323,13 @@ def profile_calibrate(
     apply: Annotated[
         bool, typer.Option("--apply/--no-apply", help="Store the fitted u on the profile.")
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="With --apply: apply a fitted u outside the plausible range [0.15, 0.95] too.",
+        ),
+    ] = False,
 ) -> None:
     """Fit the utilization u from measured iterations: POST /v1/profiles/{name}/calibrations."""
     if measurements is None and not use_stored_runs:
@@ -334,5 +341,10 @@ def profile_calibrate(
     if use_stored_runs:
         body["use_stored_runs"] = True
     body["apply"] = apply
+    if force:
+        body["force"] = True
     with open_client(options(ctx)) as client:
-        emit_json(client.calibrate(name, body))
+        result = client.calibrate(name, body)
+    for warning in result.get("warnings") or [] if isinstance(result, dict) else []:
+        note(f"warning: {warning}")
+    emit_json(result)
