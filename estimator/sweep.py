@@ -24,6 +24,9 @@ from estimator.specs import (
 )
 
 FloatArray = npt.NDArray[np.float64]
+# Layouts per kernel pass of a sweep: 1 MB per float64 temporary (measured fastest on
+# bench/bench_engine.py among 8k-1M; docs/design.md, "Sweep blocks").
+_BLOCK = 1 << 17
 COLUMNS = (
     "p",
     "t",
@@ -108,30 +111,38 @@ def evaluate_layouts(
     """The kernel over every layout at once (no Python loop per layout); a layout fits when
     its memory is within ``(1 - memory_headroom)`` of the GPU's (docs/design.md, "Memory
     headroom")."""
-    k = evaluate(
-        model,
-        training,
-        layouts.vars(),
-        gpus_per_node=cluster.gpus_per_node,
-        peak_flops=cluster.peak_flops,
-        utilization=cluster.utilization,
-        bandwidth=cluster.bandwidth,
-        fidelity=fidelity,
-        rank_order=rank_order,
-        gpu_memory_bytes=cluster.gpu_memory_bytes,
-        memory_bandwidth_gbps=cluster.memory_bandwidth_gbps,
-        memory_traffic_factor=cluster.memory_traffic_factor,
-        gemm_traffic_factor=cluster.gemm_traffic_factor,
-        fp8_utilization=cluster.fp8_utilization,
-        flash2_efficiency=cluster.flash2_efficiency,
-        gemm_half_size_elements=cluster.gemm_half_size_elements,
-    )
     n = len(layouts)
-    terms = {
-        name: np.broadcast_to(np.asarray(k.terms[name], dtype=np.float64), (n,)) for name in TERMS
-    }
-    iteration = np.broadcast_to(np.asarray(k.iteration_s, dtype=np.float64), (n,))
-    memory = np.broadcast_to(np.asarray(k.memory["total"], dtype=np.float64), (n,))
+    terms = {name: np.empty(n) for name in TERMS}
+    iteration = np.empty(n)
+    memory = np.empty(n)
+    # In blocks of at most _BLOCK layouts: each block's temporaries stay in the CPU caches and
+    # the allocator reuses their memory, where a million-layout pass pays for fresh pages on
+    # every temporary. Every term is per layout, so the blocks change no bit of any result.
+    for start in range(0, n, _BLOCK):
+        stop = min(start + _BLOCK, n)
+        block = {name: layouts.columns[name][start:stop] for name in COLUMNS}
+        k = evaluate(
+            model,
+            training,
+            LayoutVars(**block),
+            gpus_per_node=cluster.gpus_per_node,
+            peak_flops=cluster.peak_flops,
+            utilization=cluster.utilization,
+            bandwidth=cluster.bandwidth,
+            fidelity=fidelity,
+            rank_order=rank_order,
+            gpu_memory_bytes=cluster.gpu_memory_bytes,
+            memory_bandwidth_gbps=cluster.memory_bandwidth_gbps,
+            memory_traffic_factor=cluster.memory_traffic_factor,
+            gemm_traffic_factor=cluster.gemm_traffic_factor,
+            fp8_utilization=cluster.fp8_utilization,
+            flash2_efficiency=cluster.flash2_efficiency,
+            gemm_half_size_elements=cluster.gemm_half_size_elements,
+        )
+        for name in TERMS:
+            terms[name][start:stop] = k.terms[name]
+        iteration[start:stop] = k.iteration_s
+        memory[start:stop] = k.memory["total"]
     capacity = cluster.gpu_memory_bytes
     if not 0.0 <= memory_headroom < 1.0:
         raise ValidationError("memory_headroom", memory_headroom, "must be >= 0 and < 1")

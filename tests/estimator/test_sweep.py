@@ -18,6 +18,7 @@ from estimator import (
     evaluate_layouts,
     plan,
 )
+from estimator import sweep as sweep_module
 from estimator.errors import LimitError
 
 RECOMPUTE = {0.0: Recompute.NONE, 1.0: Recompute.SELECTIVE, 2.0: Recompute.FULL}
@@ -69,6 +70,24 @@ def test_vectorised_sweep_equals_single_estimates_bit_for_bit(
         assert single.iteration_time_s == sweep.iteration_s[i]
         assert single.memory.total_bytes == sweep.memory_bytes[i]
         assert bool(single.memory.fits) == bool(sweep.fits[i])
+
+
+def test_a_sweep_in_blocks_equals_one_pass_bit_for_bit(
+    gpt3: ModelSpec,
+    training: TrainingSpec,
+    cluster: ClusterSpec,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    layouts = enumerate_layouts(gpt3, training, 1536, zero_stages=(0, 1, 2, 3))
+    one_pass = evaluate_layouts(gpt3, training, cluster, layouts)
+    monkeypatch.setattr(sweep_module, "_BLOCK", 7)  # many blocks, the last one short
+    blocks = evaluate_layouts(gpt3, training, cluster, layouts)
+    assert len(layouts) % 7 != 0
+    for name in TERMS:
+        np.testing.assert_array_equal(blocks.terms[name], one_pass.terms[name], err_msg=name)
+    np.testing.assert_array_equal(blocks.iteration_s, one_pass.iteration_s)
+    np.testing.assert_array_equal(blocks.memory_bytes, one_pass.memory_bytes)
+    np.testing.assert_array_equal(blocks.fits, one_pass.fits)
 
 
 def test_enumerated_layouts_all_pass_validation(
