@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic import ValidationError as PydanticValidationError
 from typing_extensions import TypedDict
 
+from api import model_build
 from estimator.bandwidth import Collective, TrafficKind, parse_collective
 from estimator.errors import ValidationError
 from estimator.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_NAMES
@@ -156,7 +157,11 @@ DtypeKey = Annotated[str, Field(min_length=1, max_length=16)]
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        defer_build=model_build.DEFER,  # the CLI builds on first use (api/model_build.py)
+    )
 
 
 # --- estimate request parts -------------------------------------------------------------------
@@ -799,6 +804,7 @@ class _Out(BaseModel):
         populate_by_name=True,  # a response also reads back from its own JSON
         json_schema_serialization_defaults_required=True,  # every member is always sent
         allow_inf_nan=False,  # JSON has no Infinity or NaN: see finite_answer
+        defer_build=model_build.DEFER,  # as _In
     )
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from api import model_build
 from api.cli.commands import VERBS
 from api.cli.transport import Options
 
@@ -107,4 +108,6 @@ def main() -> None:
         # pool when numpy loads is ~0.1 s of a cold start; the server keeps its default. An
         # explicit setting wins.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        # One request validated, one answer written: build only those models' validators.
+        model_build.DEFER = True
     app(args=args)
