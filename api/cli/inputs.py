@@ -78,6 +78,15 @@ def require_request(source: str | None) -> dict[str, Any]:
     return read_request(source)
 
 
+def picture_request(source: str | None, output_format: str, output: Path | None) -> dict[str, Any]:
+    """``require_request`` for a verb that can answer a PNG: never binary onto a terminal."""
+    if source is None:
+        die("--request FILE is required", EXIT_BAD_INPUT)
+    if output_format == "png" and output is None and sys.stdout.isatty():
+        die("--format png writes binary: give --output FILE or redirect stdout", EXIT_BAD_INPUT)
+    return read_request(source)
+
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e\+?\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
 _MAX_SIZE_BYTES = 10**15  # what GET /v1/profiles/{name}/bandwidth takes as `bytes`
 

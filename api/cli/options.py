@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,6 +23,9 @@ RequestOpt = Annotated[
     typer.Option("--request", "-r", help="Request JSON file, or - for stdin.", show_default=False),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="json or table.")]
+OutputOpt = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+]
 
 
 def options(ctx: typer.Context) -> Options:

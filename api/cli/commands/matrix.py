@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from api.cli.commands import verb_app
 from api.cli.exits import EXIT_BAD_INPUT, die
-from api.cli.inputs import read_request
-from api.cli.options import RequestOpt, options
+from api.cli.inputs import picture_request
+from api.cli.options import OutputOpt, RequestOpt, options
 from api.cli.render import emit_bytes
 from api.cli.transport import open_client
 from estimator.traffic import Algorithm
@@ -31,16 +29,10 @@ def matrix(
         str | None,
         typer.Option(help="all (default) or network: only traffic between different nodes."),
     ] = None,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
-    ] = None,
+    output: OutputOpt = None,
 ) -> None:
     """Traffic matrix (bytes per iteration, GPU or node level): POST /v1/traffic-matrices."""
-    if request is None:
-        die("--request FILE is required", EXIT_BAD_INPUT)
-    if output_format == "png" and output is None and sys.stdout.isatty():
-        die("--format png writes binary: give --output FILE or redirect stdout", EXIT_BAD_INPUT)
-    body = read_request(request)
+    body = picture_request(request, output_format, output)
     body["format"] = output_format
     body["level"] = level
     if algorithm is not None:

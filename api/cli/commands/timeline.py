@@ -4,7 +4,6 @@ table of time per kind and stage)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,8 +11,8 @@ import typer
 
 from api.cli.commands import verb_app
 from api.cli.exits import EXIT_BAD_INPUT, die
-from api.cli.inputs import read_request
-from api.cli.options import RequestOpt, options
+from api.cli.inputs import picture_request
+from api.cli.options import OutputOpt, RequestOpt, options
 from api.cli.render import emit_bytes
 from api.cli.transport import open_client
 
@@ -31,16 +30,10 @@ def timeline(
         int | None,
         typer.Option(help="Micro-batches drawn (the rest of the steady state is elided)."),
     ] = None,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
-    ] = None,
+    output: OutputOpt = None,
 ) -> None:
     """Schedule of one iteration per pipeline stage: POST /v1/timelines."""
-    if request is None:
-        die("--request FILE is required", EXIT_BAD_INPUT)
-    if output_format == "png" and output is None and sys.stdout.isatty():
-        die("--format png writes binary: give --output FILE or redirect stdout", EXIT_BAD_INPUT)
-    body = read_request(request)
+    body = picture_request(request, output_format, output)
     # a table is drawn here from the JSON answer; other formats are the service's to check
     body["format"] = "json" if output_format == "table" else output_format
     if max_microbatches_shown is not None:
