@@ -9,14 +9,12 @@ per request against the target: no picture over 1 s, whatever the profile holds.
 
 from __future__ import annotations
 
-import statistics
 import tempfile
-import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench_traffic import cpu_s  # the same measure as the traffic bench (bench/ is on the path)
 from pydantic import SecretStr
 
 from api.app import create_app
@@ -83,16 +81,6 @@ def fill(url: str, name: str) -> None:
                 runs=runs,
                 filename=f"bench-{start}.txt",
             )
-
-
-def cpu_s(fn: Callable[[], object], repeats: int = 3) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
