@@ -270,6 +270,16 @@ class FrameworkOverridesIn(_In):
     pp_scatter_gather: bool | None = Field(
         None, description="Megatron's scatter/gather of pipeline sends over the TP group"
     )
+    pp_blocking_p2p: bool | None = Field(
+        None,
+        description="each pipeline send and receive blocks on its own (DeepSpeed's pipeline "
+        "engine): four transfers per micro-batch instead of two",
+    )
+    pp_grad_reduce_after_schedule: bool | None = Field(
+        None,
+        description="with a pipeline, gradients are reduced only after the last micro-batch "
+        "(DeepSpeed's pipeline engine): nothing of the reduction hides",
+    )
     zero3_gathers_per_layer: int | None = Field(
         None, ge=1, le=1024, description="ZeRO-3 collectives per layer and pass"
     )

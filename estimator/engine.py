@@ -426,6 +426,16 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             "PP sends use Megatron's scatter/gather: 1/t of the activation per send, then an "
             "all-gather over the TP group"
         )
+    if fw.pp_blocking_p2p and lay.pipeline > 1:
+        out.append(
+            "PP sends block one at a time (receive activation, send activation, receive "
+            "gradient, send gradient): four transfers per micro-batch on each stage"
+        )
+    if fw.pp_grad_reduce_after_schedule and lay.pipeline > 1 and lay.data > 1:
+        out.append(
+            "gradients are reduced after the pipeline's last micro-batch: none of the "
+            "reduction hides under the backward pass"
+        )
     if lay.virtual_stages > 1:
         out.append(
             f"interleaved schedule: fill and drain / {lay.virtual_stages}, PP sends × "
@@ -460,7 +470,8 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             + ("(given)" if tr.moe_capacity_factor else "(balanced routing assumed)")
             + "; 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer"
         )
-    if lay.overlap_dp or fw.overlap_grad_reduce:
+    after_schedule = fw.pp_grad_reduce_after_schedule and lay.pipeline > 1
+    if (lay.overlap_dp or fw.overlap_grad_reduce) and not after_schedule:
         out.append(
             "DP overlap: gradient reduction hidden behind the last micro-batch's backward "
             "pass; only the rest is exposed"

@@ -60,6 +60,15 @@ Sources, per flag (dates from the Megatron-LM git history):
   flattens a layer into one parameter (1); DeepSpeed ZeRO-3 gathers per sub-module.
 - ``pp_scatter_gather``: Megatron's scatter/gather of pipeline sends over the TP group (SC21
   §4.1); DeepSpeed's pipeline engine sends whole activations.
+- ``pp_blocking_p2p``: each pipeline send and receive is its own blocking instruction, so a
+  stage waits out four transfers per micro-batch (DeepSpeed's pipeline engine: ``TrainSchedule``
+  issues ``RecvActivation``, ``SendActivation``, ``RecvGrad`` and ``SendGrad`` one after the
+  other, ``deepspeed/runtime/pipe/schedule.py``); Megatron's 1F1B pairs each send with a
+  receive (``send_forward_recv_backward``): two.
+- ``pp_grad_reduce_after_schedule``: with a pipeline (p > 1) the data-parallel gradient
+  reduction starts only after the last micro-batch's backward pass, so none of it hides
+  (DeepSpeed's pipeline engine: ``ReduceTiedGrads``, ``ReduceGrads`` and ``OptimizerStep`` are
+  appended after the schedule's last step).
 - ``attention_kernel``: ``fused`` (Transformer Engine / cuDNN fused attention, FlashAttention-3:
   kernels written for the GPU generation) or ``flash2`` (FlashAttention-2, as PyTorch SDPA and
   the flash-attn 2 package run it). FA2 reaches about half of what FA3/cuDNN reach on Hopper
@@ -123,6 +132,8 @@ class Framework:
     zero3_regather_for_recompute: bool = False
     grad_reduce_per_microbatch: bool = True
     pp_scatter_gather: bool = True
+    pp_blocking_p2p: bool = False
+    pp_grad_reduce_after_schedule: bool = False
     zero3_gathers_per_layer: int = 1
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
@@ -262,8 +273,9 @@ _PRESETS = (
         name="deepspeed",
         description=(
             "DeepSpeed (ZeRO engine and pipeline engine, Megatron-DeepSpeed): no TP overlap, "
-            "whole-activation pipeline sends, ZeRO-3 gathers per sub-module with prefetch, "
-            "gradients reduced every micro-batch"
+            "whole-activation pipeline sends, each send and receive blocking, gradients "
+            "reduced after the pipeline schedule, ZeRO-3 gathers per sub-module with "
+            "prefetch, gradients reduced every micro-batch"
         ),
         tp_overlap_wgrad=False,
         sp_gather_overlap=False,
@@ -271,6 +283,8 @@ _PRESETS = (
         cp_overlap=False,
         overlap_grad_reduce=True,
         pp_scatter_gather=False,
+        pp_blocking_p2p=True,
+        pp_grad_reduce_after_schedule=True,
         zero3_regather_for_recompute=True,
         grad_reduce_per_microbatch=True,
         zero3_gathers_per_layer=6,
@@ -289,6 +303,8 @@ _PRESETS = (
         cp_overlap=False,
         overlap_grad_reduce=False,
         pp_scatter_gather=False,
+        pp_blocking_p2p=True,
+        pp_grad_reduce_after_schedule=True,
         fsdp_prefetch=False,
         zero3_regather_for_recompute=True,
         grad_reduce_per_microbatch=True,

@@ -672,7 +672,9 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     tp_ar = pricer.time(TrafficKind.TP, Collective.ALL_REDUCE, t, ctx.nodes_tp, s_act, no_sp)
     tp_rs = pricer.time(TrafficKind.TP, Collective.REDUCE_SCATTER, t, ctx.nodes_tp, s_act, sp)
     split = _max(lay.sg * _gt(t, 1.0) * (1.0 if fw.pp_scatter_gather else 0.0), sp)
-    pp_count = 2.0 * v * has_pp
+    # Transfers per micro-batch and chunk: a send paired with a receive twice (1F1B), or four
+    # blocking ones (DeepSpeed's pipeline engine).
+    pp_count = (4.0 if fw.pp_blocking_p2p else 2.0) * v * has_pp
     pp_gather = pp_count * split * no_sp
     tp_ag = pricer.time(
         TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, s_act, sp + pp_gather
@@ -955,6 +957,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     reduce_exposed = _hide(reduce_link, stage_bwd, ogr)
     if not ogr:
         reduce_exposed = _where(lay.overlap_dp, _max(reduce_link - stage_bwd, 0.0), reduce_link)
+    if fw.pp_grad_reduce_after_schedule:
+        reduce_exposed = _where(has_pp, reduce_link, reduce_exposed)
     gather_exposed = _hide(gather_link, stage_fwd, fw.overlap_param_gather)
     sharded = 1.0 - z0
     owned = dense_gpu / _where(sharded, dense_shard, 1.0)

@@ -80,7 +80,7 @@ class StageTimes:
     tp_forward_s: float  # exposed TP (with CP and expert all-to-alls) in the forward pass
     tp_backward_s: float  # ... in the replay and the backward pass
     dp_s: float  # per micro-batch DP work (ZeRO-2/3 gathers and reduce-scatters)
-    pp_s: float  # exposed PP sends: 2·v per micro-batch
+    pp_s: float  # exposed PP sends per micro-batch (2·v transfers; 4 when blocking)
 
     @property
     def total_s(self) -> float:

@@ -26,7 +26,7 @@ from estimator import (
 )
 from estimator.bandwidth import Collective, TrafficKind
 from estimator.calibrated import FITTED_COMPUTE
-from estimator.compute import HBM_EFFICIENCY, Roofline, layer_times
+from estimator.compute import HBM_EFFICIENCY, LayerTimes, Roofline, layer_times
 from estimator.errors import LayoutError, ValidationError
 from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
@@ -378,6 +378,43 @@ def test_dp_overlap_of_the_framework_hides_the_reduction(gpt3: ModelSpec) -> Non
     assert hidden < exposed
 
 
+def test_deepspeed_pipeline_sends_block_four_times_per_micro_batch(gpt3: ModelSpec) -> None:
+    # DeepSpeed's TrainSchedule: RecvActivation, SendActivation, RecvGrad, SendGrad, each its own
+    # blocking instruction; Megatron's 1F1B pairs a send with a receive: two transfers.
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+    fw = framework_preset("deepspeed")
+
+    def pp(f: Framework) -> tuple[float, float]:
+        e = estimate(
+            Scenario(gpt3, TrainingSpec(global_batch_size=1536, framework=f), layout, a100())
+        )
+        sends = [c for c in e.collectives if c.op is Collective.SENDRECV]
+        return e.breakdown.pp_s, sum(c.calls_per_iteration for c in sends)
+
+    (blocking_s, blocking_calls), (paired_s, paired_calls) = (
+        pp(fw),
+        pp(fw.replace(pp_blocking_p2p=False)),
+    )
+    assert blocking_calls == 2 * paired_calls
+    assert blocking_s == pytest.approx(2 * paired_s, rel=1e-12)
+
+
+def test_deepspeed_pipeline_reduces_gradients_after_the_schedule(gpt3: ModelSpec) -> None:
+    # ReduceGrads follows the last micro-batch in DeepSpeed's pipeline engine: with p > 1 the
+    # overlap_grad_reduce flag hides nothing; without a pipeline it still does.
+    fw = framework_preset("deepspeed")
+
+    def dp(f: Framework, p: int) -> float:
+        layout = LayoutSpec(pipeline=p, tensor=8, data=192 // p)
+        tr = TrainingSpec(global_batch_size=1536, framework=f)
+        return estimate(Scenario(gpt3, tr, layout, a100())).breakdown.dp_s
+
+    later = fw.replace(overlap_grad_reduce=True, pp_grad_reduce_after_schedule=True)
+    during = fw.replace(overlap_grad_reduce=True, pp_grad_reduce_after_schedule=False)
+    assert dp(later, 8) > dp(during, 8)
+    assert dp(later, 1) == dp(during, 1)
+
+
 # --- sequence parallelism ----------------------------------------------------------------------
 def test_sp_backward_regather_is_exposed_without_overlap(gpt3: ModelSpec) -> None:
     layout = LayoutSpec(pipeline=8, tensor=8, data=24, sequence_parallel=True)
@@ -575,7 +612,16 @@ def test_moe_dispatcher_gathers_the_routed_tokens_over_tp_and_does_not_overlap_t
 # --- the vectorised path equals the single path, with every mechanism on --------------------------
 @pytest.mark.parametrize(
     "framework",
-    ["megatron-lm-2021", "megatron-lm", "nemo", "fsdp", "llm-foundry", "torchtitan", "async-tp"],
+    [
+        "megatron-lm-2021",
+        "megatron-lm",
+        "nemo",
+        "deepspeed",
+        "fsdp",
+        "llm-foundry",
+        "torchtitan",
+        "async-tp",
+    ],
 )
 @pytest.mark.parametrize("precision", [Precision.BF16, Precision.FP8])
 def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
@@ -655,12 +701,11 @@ def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
 
 
 # --- size-dependent GEMM efficiency (docs/design.md §4.4) -------------------------------------------
-def _linear_fwd_s(t: float, x0: float) -> float:
-    model = ModelSpec(
-        num_layers=48, hidden_size=6144, num_attention_heads=64, seq_length=2048, vocab_size=51200
-    )
+def _one_layer(
+    model: ModelSpec, peak_flops: float, *, t: float, flash: bool, x0: float = 0.0
+) -> LayerTimes:
     roof = Roofline(
-        peak_flops=312e12,
+        peak_flops=peak_flops,
         utilization=0.8,
         fp8_utilization=None,
         fp8=False,
@@ -669,7 +714,7 @@ def _linear_fwd_s(t: float, x0: float) -> float:
         elementwise_factor=0.0,
         gemm_half_size_elements=x0,
     )
-    times = layer_times(
+    return layer_times(
         model,
         roof,
         b=1.0,
@@ -677,12 +722,18 @@ def _linear_fwd_s(t: float, x0: float) -> float:
         cp=1.0,
         sp=0.0,
         beta=2.0,
-        flash=False,
+        flash=flash,
         moe=False,
         imbalance=1.0,
         ep=1.0,
     )
-    return float(times.linear_fwd)
+
+
+def _linear_fwd_s(t: float, x0: float) -> float:
+    model = ModelSpec(
+        num_layers=48, hidden_size=6144, num_attention_heads=64, seq_length=2048, vocab_size=51200
+    )
+    return float(_one_layer(model, 312e12, t=t, flash=False, x0=x0).linear_fwd)
 
 
 def test_linear_layers_run_at_u_x_over_x_plus_x0() -> None:
@@ -700,3 +751,4 @@ def test_linear_layers_run_at_u_x_over_x_plus_x0() -> None:
 def test_a_negative_gemm_half_size_is_rejected() -> None:
     with pytest.raises(ValidationError, match="gemm_half_size_elements"):
         a100(gemm_half_size_elements=-1.0)
+
