@@ -46,6 +46,10 @@ FP8_CAST_BYTES = 4.0
 # recomputes the scores, 2.5x the forward FLOPs (Dao et al. 2022, 2023).
 FLASH_CAUSAL_FRACTION = 0.5
 FLASH_BACKWARD_RATIO = 2.5
+# ... and its backward pass runs those FLOPs at 0.87 of the forward pass's rate, whichever kernel:
+# H100 SXM5, head dim 128, 16k tokens, no mask, FlashAttention-2 322/370, FlashAttention-3
+# 561/648, cuDNN 516/595 TFLOP/s backward/forward (Shah et al. 2024, FlashAttention-3, Fig. 5-6).
+FLASH_BACKWARD_EFFICIENCY = 0.87
 # Eager PyTorch (no fused kernels, no torch.compile) in a Llama-style block (RMSNorm, RoPE, gated
 # FFN): extra HBM passes over token x h elements per layer and forward pass, beyond the fused
 # kernels γ stands for (ours, counted from the elementary ops: an RMSNorm upcasts, squares,
@@ -273,9 +277,9 @@ def layer_times(
         attention_fwd = fwd_flops / (u_attention * hi_peak) + roof.traffic_s(
             io, roof.gemm_traffic_factor
         )
-        attention_bwd = FLASH_BACKWARD_RATIO * fwd_flops / (u_attention * hi_peak) + roof.traffic_s(
-            2.0 * io, roof.gemm_traffic_factor
-        )
+        attention_bwd = FLASH_BACKWARD_RATIO * fwd_flops / (
+            u_attention * FLASH_BACKWARD_EFFICIENCY * hi_peak
+        ) + roof.traffic_s(2.0 * io, roof.gemm_traffic_factor)
     else:
         # Q·Kᵀ: (s_q x dh)·(dh x s); attention·V: (s_q x s)·(s x dh); batched over heads.
         qk = gemm_s(

@@ -752,3 +752,13 @@ def test_a_negative_gemm_half_size_is_rejected() -> None:
     with pytest.raises(ValidationError, match="gemm_half_size_elements"):
         a100(gemm_half_size_elements=-1.0)
 
+
+def test_flash_attention_backward_runs_its_flops_slower_than_the_forward() -> None:
+    # Shah et al. 2024 (FlashAttention-3), Fig. 5-6, H100, head dim 128, 16k tokens, no mask:
+    # backward/forward TFLOP/s 322/370 (FA2), 561/648 (FA3), 516/595 (cuDNN): 0.87 each; the
+    # backward pass does 2.5x the forward FLOPs (it recomputes the scores).
+    model = ModelSpec(
+        num_layers=1, hidden_size=4096, num_attention_heads=32, seq_length=32768, vocab_size=32000
+    )
+    times = _one_layer(model, 989e12, t=1.0, flash=True)
+    assert times.attention_bwd / times.attention_fwd == pytest.approx(2.5 / 0.87, rel=1e-12)
