@@ -34,6 +34,7 @@ from estimator.frameworks import (
     Framework,
     framework_preset,
 )
+from estimator.presets import model_preset
 from estimator.specs import RECOMPUTE_CODE
 
 A100_HBM_GBPS = 2039.0
@@ -264,19 +265,8 @@ def test_async_tp_overlaps_the_forward_pass_only(gpt3: ModelSpec) -> None:
     assert link == pytest.approx(link_fwd, rel=1e-12) == pytest.approx(link_both, rel=1e-12)
 
 
-# Llama 3 8B (Meta, "The Llama 3 Herd of Models", Table 3): 32 layers, h 4096, 32 heads,
-# 8 KV heads, SwiGLU FFN 14336.
-LLAMA3_8B = ModelSpec(
-    num_layers=32,
-    hidden_size=4096,
-    num_attention_heads=32,
-    num_query_groups=8,
-    seq_length=8192,
-    vocab_size=128256,
-    ffn_hidden_size=14336,
-    swiglu=True,
-    tied_embeddings=False,
-)
+# Llama 3 8B (Meta, "The Llama 3 Herd of Models", Table 3): the engine's preset.
+LLAMA3_8B = model_preset("llama3-8b")
 
 
 @pytest.mark.parametrize("fp8", [False, True])
