@@ -273,9 +273,9 @@ _PRESETS = (
         name="deepspeed",
         description=(
             "DeepSpeed (ZeRO engine and pipeline engine, Megatron-DeepSpeed): no TP overlap, "
-            "whole-activation pipeline sends, each send and receive blocking, gradients "
-            "reduced after the pipeline schedule, ZeRO-3 gathers per sub-module with "
-            "prefetch, gradients reduced every micro-batch"
+            "whole-activation pipeline sends, each send and receive blocking, with a "
+            "pipeline the gradient reduction after the schedule, ZeRO-3 gathers per "
+            "sub-module with prefetch, ZeRO-2/3 gradients reduced every micro-batch"
         ),
         tp_overlap_wgrad=False,
         sp_gather_overlap=False,
