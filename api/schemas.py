@@ -280,6 +280,11 @@ class FrameworkOverridesIn(_In):
         description="with a pipeline, gradients are reduced only after the last micro-batch "
         "(DeepSpeed's pipeline engine): nothing of the reduction hides",
     )
+    tp_fp8_all_gather: bool | None = Field(
+        None,
+        description="FP8 with sequence parallelism: TP all-gathers move FP8 (1-byte) elements, "
+        "cast on the sequence shard (torchao float8 TP, torchtitan)",
+    )
     zero3_gathers_per_layer: int | None = Field(
         None, ge=1, le=1024, description="ZeRO-3 collectives per layer and pass"
     )

@@ -42,6 +42,10 @@ CROSS_ENTROPY_BYTES_PER_LOGIT = 32.0
 # FP8 casts per element of a GEMM input (activation forward, output gradient backward): read
 # 2 B, write 1 B, plus a 1 B transposed copy for the weight gradient (Transformer Engine).
 FP8_CAST_BYTES = 4.0
+# The transposed copy of an FP8 tensor gathered before its cast could make it (torchao float8
+# TP: the cast runs on the sequence shard, the weight gradient needs the gathered tensor
+# transposed): read 1 B, write 1 B per element.
+FP8_TRANSPOSE_COPY_BYTES = 2.0
 # FlashAttention: the causal mask skips about half the score blocks; the backward pass
 # recomputes the scores, 2.5x the forward FLOPs (Dao et al. 2022, 2023).
 FLASH_CAUSAL_FRACTION = 0.5
@@ -199,8 +203,13 @@ def layer_times(
     moe: bool,
     imbalance: float,
     ep: Num,
+    fp8_gather: bool = False,
 ) -> LayerTimes:
-    """Per-operation times of one (dense or MoE) layer for a micro-batch of b sequences."""
+    """Per-operation times of one (dense or MoE) layer for a micro-batch of b sequences.
+
+    ``fp8_gather``: FP8 casts of the sequence-parallel inputs happen on the shard, before their
+    all-gather (torchao float8 TP; ``Framework.tp_fp8_all_gather``).
+    """
     h, kv, s = float(model.hidden_size), float(model.kv_hidden), float(model.seq_length)
     heads, dh = (
         float(model.num_attention_heads),
@@ -232,7 +241,18 @@ def layer_times(
     # wq, wk, wv, wo, w1, (w3,) w2: it replays wk, wo and w3 (gated) or w2 (ungated). FP8
     # linears run torch._scaled_mm, which the policy does not save: all are replayed.
     sac_attention = lin(kv / t, h) + proj
-    cast_elements = tokens * (h + (h + 2.0 * kv) / t) + tokens * (h / t + h)
+    # Cast elements per token of each linear: its input and its output gradient. With
+    # ``fp8_gather`` under SP the four h-wide ones (the attention and FFN blocks' inputs, the
+    # row-parallel layers' output gradients) are cast on the 1/t sequence shard, then gathered;
+    # their transposed copy for the weight gradient is made after the gather.
+    h_wide_bytes = (
+        sp * (h / t * (FP8_CAST_BYTES - 1.0) + h * FP8_TRANSPOSE_COPY_BYTES)
+        + (1.0 - sp) * h * FP8_CAST_BYTES
+        if fp8_gather
+        else h * FP8_CAST_BYTES
+    )
+    gathered_bytes = 2.0 * tokens * h_wide_bytes
+    cast_elements = tokens * ((h + 2.0 * kv) / t + h / t)
     extra: Num = 0.0 * tokens
     gated = 2.0 if model.swiglu else 1.0
     if moe:
@@ -253,9 +273,10 @@ def layer_times(
         fc1 = lin(gated * f / t, h)
         fc2 = lin(h, f / t)
         sac_ffn = lin(f / t, h) if model.swiglu else fc2
-        cast_elements = cast_elements + tokens * (h + gated * f / t + f / t + h)
+        cast_elements = cast_elements + tokens * (gated * f / t + f / t)
+        gathered_bytes = gathered_bytes + 2.0 * tokens * h_wide_bytes
     if fp8:
-        extra = extra + roof.stream_s(FP8_CAST_BYTES * cast_elements)
+        extra = extra + roof.stream_s(FP8_CAST_BYTES * cast_elements + gathered_bytes)
     if not roof.fused_elementwise and model.swiglu:
         f_act = float(model.expert_ffn if moe else model.ffn) * (
             float(model.moe_top_k) if moe else 1.0

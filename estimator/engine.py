@@ -406,6 +406,17 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             "and 4 B of casts per input element; attention, logits and router in 16-bit at "
             "half the FP8 peak; amax bookkeeping is inside the casts' bytes"
         )
+    if (
+        tr.precision.value == "fp8"
+        and fw.tp_fp8_all_gather
+        and lay.sequence_parallel
+        and lay.tensor > 1
+    ):
+        out.append(
+            "float8 TP: each block's input and each row-parallel layer's output gradient are "
+            "cast to FP8 on the sequence shard and all-gathered as 1-byte elements (their "
+            "transposed copy made after the gather); the reduce-scatters stay 16-bit"
+        )
     if tr.flash_attention and fw.attention_kernel == "flash2":
         out.append(
             f"attention kernel FlashAttention-2: {c.flash2_efficiency:g} x the GEMM efficiency "

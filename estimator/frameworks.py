@@ -69,6 +69,11 @@ Sources, per flag (dates from the Megatron-LM git history):
   reduction starts only after the last micro-batch's backward pass, so none of it hides
   (DeepSpeed's pipeline engine: ``ReduceTiedGrads``, ``ReduceGrads`` and ``OptimizerStep`` are
   appended after the schedule's last step).
+- ``tp_fp8_all_gather``: in FP8 training with sequence parallelism, a block's input and a
+  row-parallel layer's output gradient are cast to FP8 on the sequence shard and all-gathered as
+  1-byte elements; the reduce-scatters stay 16-bit (torchao ``Float8ColwiseParallel``,
+  ``Float8RowwiseParallel`` and ``PrepareFloat8ModuleInput``, tensorwise scaling, which
+  torchtitan applies to every block: the cast happens "before the all-gather").
 - ``attention_kernel``: ``fused`` (Transformer Engine / cuDNN fused attention, FlashAttention-3:
   kernels written for the GPU generation) or ``flash2`` (FlashAttention-2, as PyTorch SDPA and
   the flash-attn 2 package run it). FA2 reaches about half of what FA3/cuDNN reach on Hopper
@@ -134,6 +139,7 @@ class Framework:
     pp_scatter_gather: bool = True
     pp_blocking_p2p: bool = False
     pp_grad_reduce_after_schedule: bool = False
+    tp_fp8_all_gather: bool = False
     zero3_gathers_per_layer: int = 1
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
@@ -343,10 +349,12 @@ _PRESETS = (
         description=(
             "torchtitan (PyTorch FSDP2 + DTensor TP/SP): as fsdp; selective recompute is "
             "torch's op-level SAC (every other GEMM and all element-wise ops replayed, "
-            "attention saved); async TP overlaps the forward pass's TP collectives only"
+            "attention saved); async TP overlaps the forward pass's TP collectives only; "
+            "float8 TP all-gathers FP8 elements"
         ),
         tp_comm_overlap_backward=False,
         selective_recompute="op-sac",
+        tp_fp8_all_gather=True,
     ),
 )
 

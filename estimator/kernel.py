@@ -584,6 +584,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # --- compute per layer and micro-batch (estimator.compute) -----------------------------
     flash = training.flash_attention
     imbalance = training.moe_capacity_factor or 1.0
+    # torchao float8 TP: the layers' sequence-parallel all-gathers move FP8 elements.
+    fp8_gather = fw.tp_fp8_all_gather and roof.fp8
     dense = layer_times(
         model,
         roof,
@@ -596,6 +598,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         moe=False,
         imbalance=1.0,
         ep=ep,
+        fp8_gather=fp8_gather,
     )
     moe = (
         layer_times(
@@ -610,6 +613,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             moe=True,
             imbalance=imbalance,
             ep=ep,
+            fp8_gather=fp8_gather,
         )
         if moe_frac
         else dense
@@ -680,6 +684,15 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, s_act, sp + pp_gather
     )
     ar, rs, ag = tp_ar[1], tp_rs[1], tp_ag[1]
+    # The transformer layers' all-gathers: 1-byte elements under float8 TP (a block's input
+    # and a row-parallel layer's output gradient are cast on the shard, then gathered); the
+    # logit layer, the embedding and the pipeline's gathers stay 16-bit.
+    tp_ag_layer = (
+        pricer.time(TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, s_act / beta, sp)
+        if fp8_gather
+        else tp_ag
+    )
+    agl = tp_ag_layer[1]
 
     # TP per layer (SC21 §2.3; Korthikanti et al. 2022 §4.2.2). Without SP: 2 all-reduces
     # forward, 2 backward (under the QKV and FC1 weight-gradient GEMMs when the framework
@@ -694,16 +707,16 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     ar_layer = (4.0 + 2.0 * full) * no_sp
     rs_layer = (4.0 + 2.0 * full) * sp
     ag_layer = (6.0 + 2.0 * full + sac_gathers) * sp
-    tp_link_layer = ar_layer * ar + rs_layer * rs + ag_layer * ag
+    tp_link_layer = ar_layer * ar + rs_layer * rs + ag_layer * agl
     tp_plain_layer = no_sp * ((2.0 + 2.0 * full) * ar + _hide(ar, qkv, wg) + _hide(ar, fc1, wg)) + (
         sp
         * (
-            (4.0 + 2.0 * full + sac_gathers) * ag
+            (4.0 + 2.0 * full + sac_gathers) * agl
             + (2.0 + 2.0 * full) * rs
             + _hide(rs, qkv, wg)
             + _hide(rs, fc1, wg)
-            + _hide(ag, qkv, sg_on)
-            + _hide(ag, fc1, sg_on)
+            + _hide(agl, qkv, sg_on)
+            + _hide(agl, fc1, sg_on)
         )
     )
     # TP communication overlap (userbuffers): every TP collective of a layer runs under its
@@ -712,7 +725,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     if fw.tp_comm_overlap and not fw.tp_comm_overlap_backward:
         # Forward pass only (async TP): its 2 all-reduces (SP: 2 all-gathers and 2
         # reduce-scatters) under the forward GEMMs; the backward and the replays as without.
-        fwd_link = no_sp * 2.0 * ar + sp * 2.0 * (ag + rs)
+        fwd_link = no_sp * 2.0 * ar + sp * 2.0 * (agl + rs)
         fwd_gemm = _avg(dense.linear_fwd, moe.linear_fwd, moe_frac)
         tp_overlapped = tp_plain_layer - fwd_link + _max(fwd_link - fwd_gemm, 0.0)
     tp_exposed_layer = (
@@ -733,16 +746,16 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         moe_rs = pricer.time(TrafficKind.TP, Collective.REDUCE_SCATTER, t, ctx.nodes_tp, routed, sp)
         dispatch = sp * (2.0 + full) * (moe_ag[1] + moe_rs[1])
         mlp_ag_count = sp * (3.0 + full + 0.5 * sac_gathers)
-        mlp_link = mlp_ag_count * ag + sp * (2.0 + full) * rs
+        mlp_link = mlp_ag_count * agl + sp * (2.0 + full) * rs
         mlp_plain = sp * (
-            (2.0 + full + 0.5 * sac_gathers) * ag
+            (2.0 + full + 0.5 * sac_gathers) * agl
             + (1.0 + full) * rs
             + _hide(rs, fc1, wg)
-            + _hide(ag, fc1, sg_on)
+            + _hide(agl, fc1, sg_on)
         )
         moe_plain = tp_plain_layer - mlp_plain
         if fw.tp_comm_overlap and not fw.tp_comm_overlap_backward:
-            attn_fwd_link = no_sp * 2.0 * ar + sp * (ag + rs)
+            attn_fwd_link = no_sp * 2.0 * ar + sp * (agl + rs)
             moe_overlapped = moe_plain - attn_fwd_link + _max(attn_fwd_link - dense.linear_fwd, 0.0)
         else:
             moe_overlapped = _max(tp_link_layer - mlp_link - layer_gemm, 0.0)
@@ -1029,16 +1042,13 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         + sp * (with_logits + with_emb),
         True,
     )
-    rec(
-        tpk,
-        Collective.ALL_GATHER,
-        t,
-        nt,
-        s_act,
-        tp_ag,
-        layers_pace * (ag_layer - moe_frac * mlp_ag_count) + sp * (2.0 * with_logits + with_emb),
-        True,
-    )
+    layer_ags = layers_pace * (ag_layer - moe_frac * mlp_ag_count)
+    edge_ags = sp * (2.0 * with_logits + with_emb)
+    if fp8_gather:
+        rec(tpk, Collective.ALL_GATHER, t, nt, s_act / beta, tp_ag_layer, layer_ags, True)
+        rec(tpk, Collective.ALL_GATHER, t, nt, s_act, tp_ag, edge_ags, True)
+    else:
+        rec(tpk, Collective.ALL_GATHER, t, nt, s_act, tp_ag, layer_ags + edge_ags, True)
     moe_calls = layers_pace * moe_frac * sp * (2.0 + full)
     routed_bytes = float(model.moe_top_k) * s_act
     rec(tpk, Collective.ALL_GATHER, t, nt, routed_bytes, moe_ag, moe_calls, True)

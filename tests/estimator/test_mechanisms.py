@@ -12,6 +12,7 @@ import pytest
 from estimator import (
     TERMS,
     ClusterSpec,
+    Estimate,
     FixedBandwidth,
     LayoutArrays,
     LayoutSpec,
@@ -452,6 +453,47 @@ def test_fp8_runs_gemms_at_the_fp8_peak_but_not_twice_as_fast(gpt3: ModelSpec) -
     assert 1.0 < t16 / t8 < 2.0
     slower = estimate(Scenario(gpt3, fp8, layout, _h100(0.4))).breakdown.compute_s
     assert slower > t8
+
+
+def test_float8_tp_gathers_fp8_elements_cast_on_the_shard(gpt3: ModelSpec) -> None:
+    # torchao's Float8ColwiseParallel / PrepareFloat8ModuleInput cast a block's input on the
+    # sequence shard and all-gather 1-byte elements; Float8RowwiseParallel casts the output
+    # gradient before its backward all-gather. Reduce-scatters stay 16-bit.
+    fw = framework_preset("torchtitan")
+    assert fw.tp_fp8_all_gather
+
+    def run(f: Framework, precision: Precision, sp: bool) -> Estimate:
+        layout = LayoutSpec(pipeline=1, tensor=8, data=8, sequence_parallel=sp)
+        tr = TrainingSpec(global_batch_size=64, precision=precision, framework=f)
+        return estimate(Scenario(gpt3, tr, layout, _h100(0.7)))
+
+    off = fw.replace(tp_fp8_all_gather=False)
+    on_, off_ = run(fw, Precision.FP8, True), run(off, Precision.FP8, True)
+
+    def gathered(e: Estimate) -> dict[float, float]:
+        return {
+            c.size_bytes: c.calls_per_iteration
+            for c in e.collectives
+            if c.kind is TrafficKind.TP and c.op is Collective.ALL_GATHER
+        }
+
+    s_act = 2.0 * 1 * gpt3.seq_length * gpt3.hidden_size  # one sequence, 16-bit
+    layers = gathered(off_)[s_act] - gathered(on_)[s_act]  # the layers' gathers moved ...
+    assert layers > 0
+    assert gathered(on_)[s_act / 2.0] == layers  # ... to FP8: half the bytes
+    assert on_.link_s["tp"] < off_.link_s["tp"]
+    assert on_.breakdown.compute_s < off_.breakdown.compute_s  # casts on the shard
+    assert any("FP8 on the sequence shard" in a for a in on_.assumptions)
+    assert not any("FP8 on the sequence shard" in a for a in off_.assumptions)
+    # Without SP nothing is gathered, and 16-bit training casts nothing: the flag is inert.
+    assert (
+        run(fw, Precision.FP8, False).iteration_time_s
+        == run(off, Precision.FP8, False).iteration_time_s
+    )
+    assert (
+        run(fw, Precision.BF16, True).iteration_time_s
+        == run(off, Precision.BF16, True).iteration_time_s
+    )
 
 
 # --- ZeRO-3 / FSDP ---------------------------------------------------------------------------------
