@@ -285,6 +285,11 @@ class FrameworkOverridesIn(_In):
         description="FP8 with sequence parallelism: TP all-gathers move FP8 (1-byte) elements, "
         "cast on the sequence shard (torchao float8 TP, torchtitan)",
     )
+    sp_regather_saved_shard: bool | None = Field(
+        None,
+        description="SP: keep only the input's sequence shard and all-gather it again for the "
+        "weight gradient (Megatron); off: the gathered input is saved (DTensor TP)",
+    )
     zero3_gathers_per_layer: int | None = Field(
         None, ge=1, le=1024, description="ZeRO-3 collectives per layer and pass"
     )

@@ -422,7 +422,7 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             f"attention kernel FlashAttention-2: {c.flash2_efficiency:g} x the GEMM efficiency "
             "on this GPU (Shah et al. 2024: FA2 reaches about half of FA3/cuDNN on Hopper)"
         )
-    if lay.sequence_parallel and lay.tensor > 1:
+    if lay.sequence_parallel and lay.tensor > 1 and fw.sp_regather_saved_shard:
         out.append(
             "sequence parallel: each TP all-reduce is a reduce-scatter + all-gather, and the "
             "backward pass re-gathers the saved input shard of QKV and FC1 "
@@ -431,6 +431,12 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
                 if fw.sp_gather_overlap
                 else "(exposed: the framework does not overlap it)"
             )
+        )
+    elif lay.sequence_parallel and lay.tensor > 1:
+        out.append(
+            "sequence parallel: each TP all-reduce is a reduce-scatter + all-gather; the "
+            "gathered input is saved for the weight gradient (DTensor TP), so the backward pass "
+            "gathers again only what recomputation replays"
         )
     if lay.scatter_gather and fw.pp_scatter_gather and lay.tensor > 1 and lay.pipeline > 1:
         out.append(

@@ -69,6 +69,10 @@ Sources, per flag (dates from the Megatron-LM git history):
   reduction starts only after the last micro-batch's backward pass, so none of it hides
   (DeepSpeed's pipeline engine: ``ReduceTiedGrads``, ``ReduceGrads`` and ``OptimizerStep`` are
   appended after the schedule's last step).
+- ``sp_regather_saved_shard``: with sequence parallelism the column-parallel layers keep only
+  their input's sequence shard and all-gather it again for the weight gradient (Megatron-LM,
+  Korthikanti et al. 2022 §4.2.2); DTensor TP (torchtitan, PyTorch trainers) saves the gathered
+  input, so the backward pass gathers only what recomputation replays.
 - ``tp_fp8_all_gather``: in FP8 training with sequence parallelism, a block's input and a
   row-parallel layer's output gradient are cast to FP8 on the sequence shard and all-gathered as
   1-byte elements; the reduce-scatters stay 16-bit (torchao ``Float8ColwiseParallel``,
@@ -140,6 +144,7 @@ class Framework:
     pp_blocking_p2p: bool = False
     pp_grad_reduce_after_schedule: bool = False
     tp_fp8_all_gather: bool = False
+    sp_regather_saved_shard: bool = True
     zero3_gathers_per_layer: int = 1
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
@@ -332,6 +337,7 @@ _PRESETS = (
         grad_reduce_per_microbatch=True,
         attention_kernel="flash2",
         fused_elementwise=False,
+        sp_regather_saved_shard=False,
     ),
     dataclasses.replace(
         _FSDP,

@@ -704,9 +704,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # torch op-level SAC replays the sequence-parallel all-gathers in front of the attention
     # and FFN blocks (only reduce-scatter outputs are on its save list).
     sac_gathers = 2.0 * selective if op_sac else 0.0
+    # Megatron saves the input shard and re-gathers it for the weight gradient; DTensor TP
+    # saves the gathered input (no re-gather).
+    sp_regather = 1.0 if fw.sp_regather_saved_shard else 0.0
     ar_layer = (4.0 + 2.0 * full) * no_sp
     rs_layer = (4.0 + 2.0 * full) * sp
-    ag_layer = (6.0 + 2.0 * full + sac_gathers) * sp
+    ag_layer = (4.0 + 2.0 * sp_regather + 2.0 * full + sac_gathers) * sp
     tp_link_layer = ar_layer * ar + rs_layer * rs + ag_layer * agl
     tp_plain_layer = no_sp * ((2.0 + 2.0 * full) * ar + _hide(ar, qkv, wg) + _hide(ar, fc1, wg)) + (
         sp
@@ -715,8 +718,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             + (2.0 + 2.0 * full) * rs
             + _hide(rs, qkv, wg)
             + _hide(rs, fc1, wg)
-            + _hide(agl, qkv, sg_on)
-            + _hide(agl, fc1, sg_on)
+            + sp_regather * (_hide(agl, qkv, sg_on) + _hide(agl, fc1, sg_on))
         )
     )
     # TP communication overlap (userbuffers): every TP collective of a layer runs under its
@@ -745,13 +747,13 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         moe_ag = pricer.time(TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, routed, sp)
         moe_rs = pricer.time(TrafficKind.TP, Collective.REDUCE_SCATTER, t, ctx.nodes_tp, routed, sp)
         dispatch = sp * (2.0 + full) * (moe_ag[1] + moe_rs[1])
-        mlp_ag_count = sp * (3.0 + full + 0.5 * sac_gathers)
+        mlp_ag_count = sp * (2.0 + sp_regather + full + 0.5 * sac_gathers)
         mlp_link = mlp_ag_count * agl + sp * (2.0 + full) * rs
         mlp_plain = sp * (
             (2.0 + full + 0.5 * sac_gathers) * agl
             + (1.0 + full) * rs
             + _hide(rs, fc1, wg)
-            + _hide(agl, fc1, sg_on)
+            + sp_regather * _hide(agl, fc1, sg_on)
         )
         moe_plain = tp_plain_layer - mlp_plain
         if fw.tp_comm_overlap and not fw.tp_comm_overlap_backward:
@@ -769,9 +771,9 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # The logit layer (last stage): input-gradient all-reduce (SP: gather forward,
     # reduce-scatter and re-gather backward); the embedding (first stage): its output
     # all-reduce (SP: reduce-scatter forward, all-gather backward).
-    logits_tp_link = no_sp * ar + sp * (2.0 * ag + rs)
+    logits_tp_link = no_sp * ar + sp * ((1.0 + sp_regather) * ag + rs)
     logits_tp = no_sp * _hide(ar, logits_wgrad, wg) + sp * (
-        ag + _hide(rs, logits_wgrad, wg) + _hide(ag, logits_wgrad, sg_on)
+        ag + _hide(rs, logits_wgrad, wg) + sp_regather * _hide(ag, logits_wgrad, sg_on)
     )
     emb_tp = no_sp * ar + sp * (rs + ag)
 
@@ -1043,7 +1045,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         True,
     )
     layer_ags = layers_pace * (ag_layer - moe_frac * mlp_ag_count)
-    edge_ags = sp * (2.0 * with_logits + with_emb)
+    edge_ags = sp * ((1.0 + sp_regather) * with_logits + with_emb)
     if fp8_gather:
         rec(tpk, Collective.ALL_GATHER, t, nt, s_act / beta, tp_ag_layer, layer_ags, True)
         rec(tpk, Collective.ALL_GATHER, t, nt, s_act, tp_ag, edge_ags, True)

@@ -496,6 +496,33 @@ def test_float8_tp_gathers_fp8_elements_cast_on_the_shard(gpt3: ModelSpec) -> No
     )
 
 
+def test_dtensor_tp_saves_the_gathered_input_where_megatron_regathers_it(gpt3: ModelSpec) -> None:
+    # Megatron keeps the input's sequence shard and all-gathers it again for the weight
+    # gradient (Korthikanti et al. 2022 §4.2.2); DTensor TP saves the gathered input.
+    assert framework_preset("megatron-lm").sp_regather_saved_shard
+    fw = framework_preset("torchtitan")
+    assert not fw.sp_regather_saved_shard
+    layout = LayoutSpec(pipeline=1, tensor=8, data=8, sequence_parallel=True)
+
+    def run(f: Framework) -> Estimate:
+        tr = TrainingSpec(global_batch_size=64, precision=Precision.BF16, framework=f)
+        return estimate(Scenario(gpt3, tr, layout, _h100(None)))
+
+    def gathers(e: Estimate) -> float:
+        return sum(
+            c.calls_per_iteration
+            for c in e.collectives
+            if c.kind is TrafficKind.TP and c.op is Collective.ALL_GATHER
+        )
+
+    saved, regathered = run(fw), run(fw.replace(sp_regather_saved_shard=True))
+    # QKV's and FC1's inputs in every layer, and the logit layer's, on each of 8 micro-batches.
+    assert gathers(regathered) - gathers(saved) == 8 * (2 * gpt3.num_layers + 1)
+    assert regathered.breakdown.tp_s > saved.breakdown.tp_s
+    assert any("re-gathers the saved input shard" in a for a in regathered.assumptions)
+    assert any("gathered input is saved" in a for a in saved.assumptions)
+
+
 # --- ZeRO-3 / FSDP ---------------------------------------------------------------------------------
 def test_zero3_gathers_every_layer_per_micro_batch_forward_and_backward(gpt3: ModelSpec) -> None:
     layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
