@@ -45,6 +45,11 @@ from estimator.frameworks import Framework, framework_preset
 from estimator.presets import gpu_preset
 
 NOMINAL_PROFILE = {"a100": "dgx-a100-nominal", "h100": "dgx-h100-nominal"}
+# torchtitan's benchmark hosts: the preset's peak is the midpoint of the H100 NVL and SXM
+# datasheets, and the source says only that the true one lies between them.
+GRAND_TETON_GPU = "h100-hbm2e-96gb-500w"
+GRAND_TETON_PEAK_RANGE_BF16 = (835.5e12, 989.5e12)  # H100 NVL, H100 SXM dense BF16 (datasheets)
+_GRAND_TETON_MIDPOINT = gpu_preset(GRAND_TETON_GPU).peak_flops[Precision.BF16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,9 @@ class TrainingFamily:
     reason: str
     # Rows of one group are left out together when scoring this family out of sample.
     group_of: Callable[[PublishedRun], str]
+    # False: fitted after the joint step with every other constant fixed (a property of one
+    # source's hardware that says nothing about GEMM sizes).
+    joint: bool = True
 
     def contains(self, run: PublishedRun) -> bool:
         return _FAMILY_RULES[self.name](run)
@@ -68,6 +76,12 @@ _FAMILY_RULES: dict[str, Callable[[PublishedRun], bool]] = {
     ),
     "dgxc_dense": lambda r: (
         r.source == "nvidia_dgxc_benchmarking" and not r.scenario_inputs[0].is_moe
+    ),
+    "torchtitan_hosts": lambda r: (
+        r.source == "pytorch_torchtitan"
+        and r.gpu == GRAND_TETON_GPU
+        and (r.scenario_inputs[2].tensor, r.scenario_inputs[2].pipeline) == (1, 1)
+        and r.scenario_inputs[2].context_parallel == 1
     ),
 }
 TRAINING: tuple[TrainingFamily, ...] = (
@@ -88,6 +102,17 @@ TRAINING: tuple[TrainingFamily, ...] = (
         "Scored leave-one-model-out",
         group_of=lambda r: r.meta.get("model") or r.id,
     ),
+    TrainingFamily(
+        "torchtitan_hosts",
+        ("peak_scale_grand_teton",),
+        "torchtitan's benchmark hosts (Meta Grand Teton: H100 96GB HBM2e at 500 W), whose peak "
+        "the source itself does not know ('between SXM and NVL'): one scale on the preset's "
+        "midpoint peak, bounded by the two datasheets, fitted on the FSDP-only runs (t = p = "
+        "cp = 1) after every other constant; TP, CP and async-TP runs are predicted. Scored "
+        "leave-one-out",
+        group_of=lambda r: r.id,
+        joint=False,
+    ),
 )
 # Fitted after the families, jointly on every training row with every family's constants free
 # again: x0 of the size-dependent GEMM efficiency (estimator.compute.size_factor), one value for
@@ -106,6 +131,7 @@ PARAMETERS = (
     "memory_traffic_factor",
     "fp8_utilization",
     "gemm_half_size_elements",
+    "peak_scale_grand_teton",
 )
 # Starting point of the fit and the value of a constant no family informs.
 _START = {
@@ -115,6 +141,7 @@ _START = {
     "memory_traffic_factor": 1.0,
     "fp8_utilization": 0.6,
     "gemm_half_size_elements": 0.0,
+    "peak_scale_grand_teton": 1.0,
 }
 _BOUNDS = {
     "utilization_a100": (0.05, 1.0),
@@ -123,6 +150,11 @@ _BOUNDS = {
     "memory_traffic_factor": (0.0, 20.0),
     "fp8_utilization": (0.05, 1.0),
     "gemm_half_size_elements": (0.0, 20000.0),
+    # The H100 NVL and H100 SXM datasheet peaks over the preset's midpoint: the source's range.
+    "peak_scale_grand_teton": (
+        GRAND_TETON_PEAK_RANGE_BF16[0] / _GRAND_TETON_MIDPOINT,
+        GRAND_TETON_PEAK_RANGE_BF16[1] / _GRAND_TETON_MIDPOINT,
+    ),
 }
 
 # Korthikanti et al. 2022 Table 5: the eight end-to-end runs (full recompute / SP + selective).
@@ -435,14 +467,16 @@ def scenario_for(
     fp8_utilization: float | None = None,
     bandwidth: BandwidthProvider | None = None,
     gemm_half_size_elements: float = 0.0,
+    peak_scale: float = 1.0,
 ) -> Scenario:
-    """The row as an engine scenario on its GPU's nominal DGX profile."""
+    """The row as an engine scenario on its GPU's nominal DGX profile (``peak_scale``: the
+    fitted scale of a GPU whose peak its source does not know)."""
     model, training, layout = run.scenario_inputs
     gpu = gpu_preset(run.gpu)
     precision = training.precision if training.precision in gpu.peak_flops else Precision.FP16
     cluster = ClusterSpec(
         gpus_per_node=8,
-        peak_flops=gpu.peak_flops[precision],
+        peak_flops=gpu.peak_flops[precision] * peak_scale,
         utilization=utilization,
         bandwidth=bandwidth or _bandwidth(run.gpu, run.source),
         gpu_memory_bytes=gpu.memory_bytes,
@@ -465,8 +499,14 @@ def predict(run: PublishedRun, constants: dict[str, float]) -> float:
         gemm_traffic_factor=constants["gemm_traffic_factor"],
         fp8_utilization=constants["fp8_utilization"],
         gemm_half_size_elements=constants["gemm_half_size_elements"],
+        peak_scale=peak_scale_of(run, constants),
     )
     return estimate(sc).iteration_time_s
+
+
+def peak_scale_of(run: PublishedRun, constants: dict[str, float]) -> float:
+    """The fitted peak scale of the row's GPU (1 where the datasheet peak is known)."""
+    return constants["peak_scale_grand_teton"] if run.gpu == GRAND_TETON_GPU else 1.0
 
 
 def fit_constants(
@@ -549,18 +589,25 @@ def fit_training(
 
     Families are fitted in declaration order, each freeing its own constants with the earlier
     families' values fixed (x0 = 0); then ``JOINT_PARAMETERS`` are fitted on all those rows
-    together, each family's u, γ and u8 free again from there (c stays at its family's value).
-    Returns the constants and the ids of every row the fit saw.
+    together, each family's u, γ and u8 free again from there (c stays at its family's value);
+    last, the families outside the joint step (``joint=False``), each with everything else
+    fixed. Returns the constants and the ids of every row the fit saw.
     """
     theta = dict(_START)
     seen: list[str] = []
-    for family in TRAINING:
+    joint_families = [f for f in TRAINING if f.joint]
+    for family in joint_families:
         rows = [r for r in runs if family.contains(r) and not leave_out(r)]
         theta = fit_constants(rows, family.parameters, theta)
         seen.extend(r.id for r in rows)
     joint = [r for r in runs if r.id in set(seen)]
-    free = [p for f in TRAINING for p in f.parameters if p != "gemm_traffic_factor"]
+    free = [p for f in joint_families for p in f.parameters if p != "gemm_traffic_factor"]
     theta = fit_constants(joint, (*free, *JOINT_PARAMETERS), theta)
+    for family in TRAINING:
+        if not family.joint:
+            rows = [r for r in runs if family.contains(r) and not leave_out(r)]
+            theta = fit_constants(rows, family.parameters, theta)
+            seen.extend(r.id for r in rows)
     return theta, seen
 
 
