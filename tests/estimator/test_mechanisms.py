@@ -28,6 +28,7 @@ from estimator import (
 from estimator.bandwidth import Collective, TrafficKind
 from estimator.calibrated import FITTED_COMPUTE
 from estimator.compute import HBM_EFFICIENCY, LayerTimes, Roofline, layer_times
+from estimator.engine import CollectiveUse
 from estimator.errors import LayoutError, ValidationError
 from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
@@ -455,6 +456,11 @@ def test_fp8_runs_gemms_at_the_fp8_peak_but_not_twice_as_fast(gpt3: ModelSpec) -
     assert slower > t8
 
 
+def _tp_gathers(e: Estimate) -> list[CollectiveUse]:
+    """The TP all-gathers an estimate reports (layers, logits, embedding, pipeline)."""
+    return [c for c in e.collectives if c.kind is TrafficKind.TP and c.op is Collective.ALL_GATHER]
+
+
 def test_float8_tp_gathers_fp8_elements_cast_on_the_shard(gpt3: ModelSpec) -> None:
     # torchao's Float8ColwiseParallel / PrepareFloat8ModuleInput cast a block's input on the
     # sequence shard and all-gather 1-byte elements; Float8RowwiseParallel casts the output
@@ -471,11 +477,7 @@ def test_float8_tp_gathers_fp8_elements_cast_on_the_shard(gpt3: ModelSpec) -> No
     on_, off_ = run(fw, Precision.FP8, True), run(off, Precision.FP8, True)
 
     def gathered(e: Estimate) -> dict[float, float]:
-        return {
-            c.size_bytes: c.calls_per_iteration
-            for c in e.collectives
-            if c.kind is TrafficKind.TP and c.op is Collective.ALL_GATHER
-        }
+        return {c.size_bytes: c.calls_per_iteration for c in _tp_gathers(e)}
 
     s_act = 2.0 * 1 * gpt3.seq_length * gpt3.hidden_size  # one sequence, 16-bit
     layers = gathered(off_)[s_act] - gathered(on_)[s_act]  # the layers' gathers moved ...
@@ -509,11 +511,7 @@ def test_dtensor_tp_saves_the_gathered_input_where_megatron_regathers_it(gpt3: M
         return estimate(Scenario(gpt3, tr, layout, _h100(None)))
 
     def gathers(e: Estimate) -> float:
-        return sum(
-            c.calls_per_iteration
-            for c in e.collectives
-            if c.kind is TrafficKind.TP and c.op is Collective.ALL_GATHER
-        )
+        return sum(c.calls_per_iteration for c in _tp_gathers(e))
 
     saved, regathered = run(fw), run(fw.replace(sp_regather_saved_shard=True))
     # QKV's and FC1's inputs in every layer, and the logit layer's, on each of 8 micro-batches.
