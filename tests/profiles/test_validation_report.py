@@ -220,6 +220,20 @@ def test_published_overlap_flags_are_the_complete_list() -> None:
     assert framework_for({"framework": "nemo"}) == default  # blank: the preset's defaults
     titan = framework_for({"framework": "torchtitan", "overlap_flags": "async_tp;torch_compile"})
     assert titan.tp_comm_overlap and titan.fused_elementwise
+    # A kernel choice rides along without switching any overlap off.
+    fa2 = framework_for({"framework": "nemo", "overlap_flags": "tp_comm_overlap;flash_attn2"})
+    assert fa2.attention_kernel == "flash2" and default.attention_kernel == "fused"
+    assert fa2.tp_comm_overlap and not fa2.overlap_grad_reduce
+
+
+def test_grok_rows_run_flash_attention_2() -> None:
+    # grok1/configure.sh exports NVTE_FUSED_ATTN=0 (llama3.1/configure.sh: NVTE_FUSED_ATTN=1).
+    runs, _ = load_runs()
+    kernels = {
+        r.id: framework_for(r.meta).attention_kernel for r in runs if r.id.startswith("dgxc_")
+    }
+    assert {k for i, k in kernels.items() if i.startswith("dgxc_grok1_")} == {"flash2"}
+    assert {k for i, k in kernels.items() if not i.startswith("dgxc_grok1_")} == {"fused"}
 
 
 def test_rows_the_engine_cannot_model_are_listed_with_a_reason(report: ValidationReport) -> None:
