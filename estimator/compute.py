@@ -158,6 +158,9 @@ class LayerTimes:
     qkv_fwd: Num
     fc1_fwd: Num
     extra_fwd: Num = 0.0  # MoE router, token permutation, FP8 casts (HBM-bound, per pass)
+    # The attention block's linears (QKV and output projection): the only GEMMs a MoE layer's
+    # userbuffers TP overlap can hide a collective under (the experts' linears have none).
+    attention_linear_fwd: Num = 0.0
     # torch op-level selective checkpointing (torchtitan): the linear-GEMM time it replays.
     sac_linear_fwd: Num = 0.0
 
@@ -330,6 +333,7 @@ def layer_times(
         qkv_fwd=qkv,
         fc1_fwd=fc1,
         extra_fwd=extra,
+        attention_linear_fwd=qkv + proj,
         sac_linear_fwd=(qkv + proj + fc1 + fc2) if fp8 else sac_attention + sac_ffn,
     )
 

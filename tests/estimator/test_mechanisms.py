@@ -4,6 +4,7 @@ pipelines with uneven stages or a single micro-batch. Formula tests and golden t
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -664,6 +665,37 @@ def test_moe_dispatcher_gathers_the_routed_tokens_over_tp_and_does_not_overlap_t
         assert c.calls_per_iteration == m * layers * (2 + full)
     # nemo overlaps the attention block's TP collectives; the dispatcher's stay exposed.
     assert e.breakdown.tp_s >= sum(c.link_time_s for c in routed) * (1 - 1e-12)
+
+
+def test_moe_attention_tp_collectives_hide_under_the_attention_gemms_only() -> None:
+    """Userbuffers pair each TP collective with the GEMM that consumes or produces it, and
+    Megatron-Core switches them off for the experts (core_r0.10.0 TELinear: "Disable ub overlap
+    for experts"): in a MoE layer the attention block's collectives hide under the QKV and
+    projection GEMMs, whatever the experts' size."""
+    layout = LayoutSpec(pipeline=1, tensor=8, data=8, expert_parallel=8, sequence_parallel=True)
+    tr = TrainingSpec(global_batch_size=64, framework="nemo")
+
+    def run(expert_ffn: int) -> tuple[float, float]:
+        model = dataclasses.replace(MOE, moe_ffn_hidden_size=expert_ffn)
+        # A slow TP link (20 GB/s busbw): the attention collectives outlast the attention
+        # GEMMs, though not the whole layer's.
+        slow_tp = FixedBandwidth(tp_gbps=20.0, pp_gbps=23.0, dp_gbps=23.0)
+        e = estimate(Scenario(model, tr, layout, a100(slow_tp)))
+        routed = sum(
+            c.link_time_s
+            for c in e.collectives
+            if c.kind is TrafficKind.TP and c.size_bytes == pytest.approx(2 * 2.0 * 4096 * 4096)
+        )
+        return e.breakdown.tp_s, routed
+
+    tp_small, routed_small = run(14336)
+    tp_big, routed_big = run(4 * 14336)
+    assert routed_big == pytest.approx(routed_small, rel=1e-12)
+    # Bigger experts hide nothing more ...
+    assert tp_big == pytest.approx(tp_small, rel=1e-12)
+    # ... and more than the dispatcher's gathers and scatters is exposed (the attention
+    # collectives beyond the attention GEMMs: 0.63 s of them here).
+    assert tp_small > routed_small + 0.5
 
 
 # --- the vectorised path equals the single path, with every mechanism on --------------------------

@@ -119,10 +119,11 @@ SC21_T2_ZERO3_175B_MAX_PCT = 20.0
 TORCHTITAN_MEAN_PCT = 7.5
 # llm-foundry MPT benchmarks (Composer FSDP, BACKWARD_POST): mean.
 LLMFOUNDRY_MEAN_PCT = 7.5
-# DGX Cloud Grok-1 314B MoE rows (dispatcher TP gather/scatter): mean.
-DGXC_MOE_MEAN_PCT = 14.5
+# DGX Cloud Grok-1 314B MoE rows (dispatcher TP gather/scatter, FlashAttention 2, attention-only
+# userbuffers budget): mean.
+DGXC_MOE_MEAN_PCT = 10.5
 # Every scored row (issue 11 target: 5 %).
-ALL_ROWS_MEAN_PCT = 7.3
+ALL_ROWS_MEAN_PCT = 7.0
 
 
 def test_korthikanti_table5_out_of_sample(report: ValidationReport) -> None:
