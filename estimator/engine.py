@@ -482,7 +482,8 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
     if model.is_moe:
         load = tr.moe_capacity_factor or 1.0
         out.append(
-            "MoE: router GEMM, token permutation through HBM, expert GEMMs of "
+            "MoE: router GEMM, token permutation through HBM, the FFN-width activations' "
+            "element-wise bytes per routed copy at the expert width, expert GEMMs of "
             f"ep·b·s·top_k/E tokens per local expert scaled by the load factor {load:g} "
             + ("(given)" if tr.moe_capacity_factor else "(balanced routing assumed)")
             + "; 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer"

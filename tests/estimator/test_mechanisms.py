@@ -698,6 +698,42 @@ def test_moe_attention_tp_collectives_hide_under_the_attention_gemms_only() -> N
     assert tp_small > routed_small + 0.5
 
 
+def test_moe_activation_traffic_counts_every_routed_copy_at_the_expert_width() -> None:
+    """The FFN-width activations (16sbh/t of Korthikanti et al. 2022 Table 2) exist once per
+    routed copy at the expert width: top_k·expert_ffn/ffn times the dense layer's."""
+    roof = Roofline(
+        peak_flops=989.5e12,
+        utilization=0.6,
+        fp8_utilization=None,
+        fp8=False,
+        hbm_bytes_per_s=3.35e12,
+        gemm_traffic_factor=0.0,
+        elementwise_factor=2.0,
+    )
+    model = dataclasses.replace(MOE, moe_ffn_hidden_size=2 * 14336)  # expert 2f: 4 x the FFN rows
+    t, b = 4.0, 1.0
+
+    def times(moe: bool) -> LayerTimes:
+        return layer_times(
+            model,
+            roof,
+            b=b,
+            t=t,
+            cp=1.0,
+            sp=1.0,
+            beta=2.0,
+            flash=True,
+            moe=moe,
+            imbalance=1.0,
+            ep=8.0,
+        )
+
+    sbh = b * 4096 * 4096
+    extra_bytes = (2 * 2 - 1) * 16.0 / t * sbh  # (top_k · 2f/f − 1) · 16sbh/t, 2-byte
+    extra_s = 2.0 * extra_bytes / 3.35e12
+    assert times(True).elementwise_fwd - times(False).elementwise_fwd == pytest.approx(extra_s)
+
+
 # --- the vectorised path equals the single path, with every mechanism on --------------------------
 @pytest.mark.parametrize(
     "framework",
