@@ -66,6 +66,11 @@ EAGER_NORM_PASSES = 14.0
 EAGER_ROPE_PASSES = 4.0
 
 
+# The FFN-width part of Korthikanti et al. 2022 Table 2's per-layer activation bytes: the GeLU
+# input (8sbh/t) and the second linear's input (8sbh/t).
+MOE_FFN_WIDTH_SBH = 16.0
+
+
 @dataclass(frozen=True, slots=True)
 class Roofline:
     """The machine and fitted constants the per-operation times use."""
@@ -158,6 +163,9 @@ class LayerTimes:
     qkv_fwd: Num
     fc1_fwd: Num
     extra_fwd: Num = 0.0  # MoE router, token permutation, FP8 casts (HBM-bound, per pass)
+    # The attention block's linears (QKV and output projection): the only GEMMs a MoE layer's
+    # userbuffers TP overlap can hide a collective under (the experts' linears have none).
+    attention_linear_fwd: Num = 0.0
     # torch op-level selective checkpointing (torchtitan): the linear-GEMM time it replays.
     sac_linear_fwd: Num = 0.0
 
@@ -316,6 +324,13 @@ def layer_times(
     # the s² attention part 5as/(ht) without FlashAttention), scaled to β bytes.
     sbh = tokens * h
     linear_part = (sp * 34.0 / t + (1.0 - sp) * (10.0 + 24.0 / t)) * sbh * (beta / 2.0)
+    if moe:
+        # Of those, the FFN-width tensors (the activation's input and the second linear's
+        # input, 16sbh/t) exist once per routed copy and at the expert width: the experts run
+        # the activation on top_k·(tokens) rows of expert_ffn/t (Megatron-Core SequentialMLP:
+        # each expert's MLP on its permuted tokens).
+        copies = float(model.moe_top_k) * float(model.expert_ffn) / float(model.ffn)
+        linear_part = linear_part + (copies - 1.0) * MOE_FFN_WIDTH_SBH / t * sbh * (beta / 2.0)
     attention_part = (0.0 if flash else 5.0 * heads * s / (h * t)) * sbh * (beta / 2.0)
     gamma = roof.elementwise_factor
     elementwise_attention = roof.traffic_s(attention_part, gamma)
@@ -330,6 +345,7 @@ def layer_times(
         qkv_fwd=qkv,
         fc1_fwd=fc1,
         extra_fwd=extra,
+        attention_linear_fwd=qkv + proj,
         sac_linear_fwd=(qkv + proj + fc1 + fc2) if fp8 else sac_attention + sac_ffn,
     )
 

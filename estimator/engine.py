@@ -482,10 +482,19 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
     if model.is_moe:
         load = tr.moe_capacity_factor or 1.0
         out.append(
-            "MoE: router GEMM, token permutation through HBM, expert GEMMs of "
+            "MoE: router GEMM, token permutation through HBM, the FFN-width activations' "
+            "element-wise bytes per routed copy at the expert width, expert GEMMs of "
             f"ep·b·s·top_k/E tokens per local expert scaled by the load factor {load:g} "
             + ("(given)" if tr.moe_capacity_factor else "(balanced routing assumed)")
             + "; 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer"
+            + (
+                "; TP overlap hides a MoE layer's attention collectives under the attention "
+                "GEMMs only (none for the experts)"
+                if (lay.overlap_tp or (fw.tp_comm_overlap and fw.tp_comm_overlap_backward))
+                and lay.sequence_parallel
+                and lay.tensor > 1
+                else ""
+            )
         )
     after_schedule = fw.pp_grad_reduce_after_schedule and lay.pipeline > 1
     if (lay.overlap_dp or fw.overlap_grad_reduce) and not after_schedule:

@@ -760,7 +760,16 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             attn_fwd_link = no_sp * 2.0 * ar + sp * (agl + rs)
             moe_overlapped = moe_plain - attn_fwd_link + _max(attn_fwd_link - dense.linear_fwd, 0.0)
         else:
-            moe_overlapped = _max(tp_link_layer - mlp_link - layer_gemm, 0.0)
+            # Userbuffers overlap each collective with the GEMM that consumes or produces it
+            # (QKV and projection forward, their input and weight gradients); the experts' linears
+            # have it switched off (Megatron-Core core_r0.10.0 extensions/transformer_engine.py
+            # TELinear: "Disable ub overlap for experts") and run between the dispatcher's plain
+            # gather and scatter. So the attention block's collectives hide under its own GEMMs
+            # only, not under the experts'. (Without SP this branch is only reached by a sweep's
+            # SP-off rows, which keep the dense rule.)
+            attention_gemm = (3.0 + full) * moe.attention_linear_fwd
+            budget = sp * attention_gemm + no_sp * layer_gemm
+            moe_overlapped = _max(tp_link_layer - mlp_link - budget, 0.0)
         moe_exposed = (
             moe_overlapped
             if fw.tp_comm_overlap

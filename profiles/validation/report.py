@@ -329,6 +329,14 @@ _FLAG_MAP: dict[str, tuple[str, ...]] = {
     "fsdp2_prefetch": ("fsdp_prefetch",),
     "torch_compile": ("fused_elementwise",),
 }
+# Published settings that choose a kernel rather than switch an overlap on: the flag, the
+# framework field and its value. ``flash_attn2``: the run disabled cuDNN fused attention
+# (``NVTE_FUSED_ATTN=0``), so Transformer Engine's DotProductAttention falls back to the
+# flash-attn 2 package (TransformerEngine v1.13 ``pytorch/attention.py``: FlashAttention 3 only
+# with the separately installed ``flashattn-hopper``).
+_KERNEL_FLAGS: dict[str, tuple[str, str]] = {
+    "flash_attn2": ("attention_kernel", "flash2"),
+}
 # Flags a non-blank overlap_flags cell turns off when it does not list them (the cell is the
 # run's complete list of communication overlaps).
 _LISTED_OVERLAPS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p")
@@ -354,12 +362,15 @@ def framework_for(meta: dict[str, str]) -> Framework:
     flags = [f.strip() for f in (meta.get("overlap_flags") or "").split(";") if f.strip()]
     if not flags:
         return fw
-    overrides: dict[str, bool] = {}
+    overrides: dict[str, bool | str] = {}
     if any(f in _FLAG_MAP and _FLAG_MAP[f][0] in _LISTED_OVERLAPS for f in flags):
         overrides = {k: False for k in _LISTED_OVERLAPS}
     for flag in flags:
         for target in _FLAG_MAP.get(flag, ()):
             overrides[target] = True
+        if flag in _KERNEL_FLAGS:
+            field, value = _KERNEL_FLAGS[flag]
+            overrides[field] = value
     return fw.replace(**overrides)
 
 

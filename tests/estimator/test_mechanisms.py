@@ -4,6 +4,7 @@ pipelines with uneven stages or a single micro-batch. Formula tests and golden t
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -664,6 +665,73 @@ def test_moe_dispatcher_gathers_the_routed_tokens_over_tp_and_does_not_overlap_t
         assert c.calls_per_iteration == m * layers * (2 + full)
     # nemo overlaps the attention block's TP collectives; the dispatcher's stay exposed.
     assert e.breakdown.tp_s >= sum(c.link_time_s for c in routed) * (1 - 1e-12)
+
+
+def test_moe_attention_tp_collectives_hide_under_the_attention_gemms_only() -> None:
+    """Userbuffers pair each TP collective with the GEMM that consumes or produces it, and
+    Megatron-Core switches them off for the experts (core_r0.10.0 TELinear: "Disable ub overlap
+    for experts"): in a MoE layer the attention block's collectives hide under the QKV and
+    projection GEMMs, whatever the experts' size."""
+    layout = LayoutSpec(pipeline=1, tensor=8, data=8, expert_parallel=8, sequence_parallel=True)
+    tr = TrainingSpec(global_batch_size=64, framework="nemo")
+
+    def run(expert_ffn: int) -> tuple[float, float]:
+        model = dataclasses.replace(MOE, moe_ffn_hidden_size=expert_ffn)
+        # A slow TP link (20 GB/s busbw): the attention collectives outlast the attention
+        # GEMMs, though not the whole layer's.
+        slow_tp = FixedBandwidth(tp_gbps=20.0, pp_gbps=23.0, dp_gbps=23.0)
+        e = estimate(Scenario(model, tr, layout, a100(slow_tp)))
+        routed = sum(
+            c.link_time_s
+            for c in e.collectives
+            if c.kind is TrafficKind.TP and c.size_bytes == pytest.approx(2 * 2.0 * 4096 * 4096)
+        )
+        return e.breakdown.tp_s, routed
+
+    tp_small, routed_small = run(14336)
+    tp_big, routed_big = run(4 * 14336)
+    assert routed_big == pytest.approx(routed_small, rel=1e-12)
+    # Bigger experts hide nothing more ...
+    assert tp_big == pytest.approx(tp_small, rel=1e-12)
+    # ... and more than the dispatcher's gathers and scatters is exposed (the attention
+    # collectives beyond the attention GEMMs: 0.63 s of them here).
+    assert tp_small > routed_small + 0.5
+
+
+def test_moe_activation_traffic_counts_every_routed_copy_at_the_expert_width() -> None:
+    """The FFN-width activations (16sbh/t of Korthikanti et al. 2022 Table 2) exist once per
+    routed copy at the expert width: top_k·expert_ffn/ffn times the dense layer's."""
+    roof = Roofline(
+        peak_flops=989.5e12,
+        utilization=0.6,
+        fp8_utilization=None,
+        fp8=False,
+        hbm_bytes_per_s=3.35e12,
+        gemm_traffic_factor=0.0,
+        elementwise_factor=2.0,
+    )
+    model = dataclasses.replace(MOE, moe_ffn_hidden_size=2 * 14336)  # expert 2f: 4 x the FFN rows
+    t, b = 4.0, 1.0
+
+    def times(moe: bool) -> LayerTimes:
+        return layer_times(
+            model,
+            roof,
+            b=b,
+            t=t,
+            cp=1.0,
+            sp=1.0,
+            beta=2.0,
+            flash=True,
+            moe=moe,
+            imbalance=1.0,
+            ep=8.0,
+        )
+
+    sbh = b * 4096 * 4096
+    extra_bytes = (2 * 2 - 1) * 16.0 / t * sbh  # (top_k · 2f/f − 1) · 16sbh/t, 2-byte
+    extra_s = 2.0 * extra_bytes / 3.35e12
+    assert times(True).elementwise_fwd - times(False).elementwise_fwd == pytest.approx(extra_s)
 
 
 # --- the vectorised path equals the single path, with every mechanism on --------------------------
