@@ -280,6 +280,12 @@ class FrameworkOverridesIn(_In):
         description="with a pipeline, gradients are reduced only after the last micro-batch "
         "(DeepSpeed's pipeline engine): nothing of the reduction hides",
     )
+    bf16_optimizer: bool | None = Field(
+        None,
+        description="DeepSpeed's BF16_Optimizer with bf16 and ZeRO-1: the whole gradient "
+        "all-reduced over DP, then the weights all-gathered; the tied embedding's gradient "
+        "reduced in fp32",
+    )
     tp_fp8_all_gather: bool | None = Field(
         None,
         description="FP8 with sequence parallelism: TP all-gathers move FP8 (1-byte) elements, "

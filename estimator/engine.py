@@ -12,7 +12,7 @@ from estimator.bandwidth import (
     bus_factor,
 )
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
-from estimator.specs import RECOMPUTE_CODE, Fidelity, Recompute, Scenario
+from estimator.specs import RECOMPUTE_CODE, Fidelity, Precision, Recompute, Scenario
 from estimator.traffic import (
     Algorithm,
     CollectiveLoad,
@@ -458,7 +458,15 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             f"interleaved schedule: fill and drain / {lay.virtual_stages}, PP sends × "
             f"{lay.virtual_stages}"
         )
-    if lay.zero_stage:
+    bf16_opt = fw.bf16_optimizer and tr.precision is Precision.BF16 and lay.zero_stage == 1
+    if bf16_opt:
+        out.append(
+            "DeepSpeed BF16_Optimizer (its own ZeRO-1): the whole stage's fp32 gradient "
+            "all-reduced over DP in bf16, Adam on the 1/d shard, bf16 weights all-gathered; "
+            "gradient norm, zeroing and the all-reduce buckets' copies stream the whole "
+            "gradient through HBM; the tied embedding's gradient all-reduced in fp32"
+        )
+    elif lay.zero_stage:
         per_mb = "every micro-batch" if fw.grad_reduce_per_microbatch else "once per iteration"
         out.append(
             {

@@ -86,6 +86,17 @@ Sources, per flag (dates from the Megatron-LM git history):
 - ``fused_elementwise``: layer norms, RoPE and the gated activation run as fused kernels
   (Megatron/TE fused kernels, ``torch.compile``); off, eager PyTorch moves them through HBM once
   per elementary op (``estimator.compute.EAGER_EXTRA_PASSES``).
+- ``bf16_optimizer``: DeepSpeed's ``BF16_Optimizer`` (DeepSpeed PR #1801, April 2022, the
+  ``olruwase/bf16-updates`` branch BLOOM trained on; ``deepspeed/runtime/bf16_optimizer.py`` and
+  ``pipe/engine.py`` at 56c522386): with bf16 weights it is the ZeRO-1 of the pipeline engine.
+  It accumulates fp32 gradients for the whole stage, all-reduces them (not a reduce-scatter) over
+  the DP group in the communication dtype, bf16 (``_bf16_reduce_grads`` ->
+  ``buffered_allreduce_fallback``), steps Adam on its 1/d shard and all-gathers the bf16
+  weights (``all_gather_dp_groups``); the tied embedding's gradient is all-reduced in fp32
+  (``_exec_reduce_tied_grads`` reduces ``weight._hp_grad``). The all-reduce buckets copy the
+  whole fp32 gradient through HBM (flatten 8 B, cast 6 B, scale 4 B, copy back 6 B, unflatten
+  8 B per parameter); the norm reads it (4 B) and zeroing writes it (4 B) over the whole stage,
+  not the shard (``BF16_OPTIMIZER_WHOLE_BYTES``).
 - ``optimizer_bytes_per_parameter``: HBM bytes the optimizer step moves per parameter it owns
   (ours, counted from Megatron's mixed-precision optimizer): fused Adam reads the fp32
   gradient, master weight, m and v (16 B) and writes master, m, v (12 B); copying the master
@@ -116,6 +127,12 @@ __all__ = [
 ADAM_BYTES_PER_PARAMETER = 42.0
 # FP16 only: unscale the gradient by the loss scale and check it for inf/NaN (read + write 4 B).
 FP16_UNSCALE_BYTES = 8.0
+# BF16_Optimizer: HBM bytes per parameter of the whole stage (not the owned shard) each step:
+# the all-reduce bucket copies (32 B), the gradient norm (4 B) and zeroing the gradient (4 B).
+BF16_OPTIMIZER_WHOLE_BYTES = 40.0
+# The clipping norm and zeroing bytes of ADAM_BYTES_PER_PARAMETER that BF16_Optimizer moves over
+# the whole stage instead of the owned shard.
+BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES = 8.0
 # Unfused gradient accumulation (main_grad.add_(grad)): read 4 + 2, write 4 bytes per parameter.
 UNFUSED_ACCUMULATION_BYTES = 10.0
 # Fused (wgrad GEMM epilogue accumulates into fp32): an fp32 read-modify-write (8 B) instead of a
@@ -143,6 +160,7 @@ class Framework:
     pp_scatter_gather: bool = True
     pp_blocking_p2p: bool = False
     pp_grad_reduce_after_schedule: bool = False
+    bf16_optimizer: bool = False
     tp_fp8_all_gather: bool = False
     sp_regather_saved_shard: bool = True
     zero3_gathers_per_layer: int = 1
@@ -296,6 +314,7 @@ _PRESETS = (
         pp_scatter_gather=False,
         pp_blocking_p2p=True,
         pp_grad_reduce_after_schedule=True,
+        bf16_optimizer=True,
         zero3_regather_for_recompute=True,
         grad_reduce_per_microbatch=True,
         zero3_gathers_per_layer=6,

@@ -37,7 +37,11 @@ from estimator.flops import (
     model_forward_flops,
     model_parameters,
 )
-from estimator.frameworks import FP16_UNSCALE_BYTES
+from estimator.frameworks import (
+    BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES,
+    BF16_OPTIMIZER_WHOLE_BYTES,
+    FP16_UNSCALE_BYTES,
+)
 from estimator.specs import (
     BYTES_PER_ELEMENT,
     Fidelity,
@@ -815,12 +819,21 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # Once per iteration: ZeRO-1, and ZeRO-2/3 when the trainer accumulates before reducing.
     # Every micro-batch: ZeRO-2 as one whole-stage reduce-scatter; ZeRO-3 layer by layer
     # (``z3_rs`` below), so it is not charged here a second time.
-    rs_once = z1 + (z2 + z3) * (1.0 - per_mb)
+    # DeepSpeed's BF16_Optimizer (ZeRO-1 with bf16): the whole gradient all-reduced, then the
+    # owned shard stepped and the weights all-gathered (frameworks.py, ``bf16_optimizer``).
+    bf16_opt = 1.0 if fw.bf16_optimizer and training.precision is Precision.BF16 else 0.0
+    ar_once = z0 + z1 * bf16_opt
+    rs_once = z1 * (1.0 - bf16_opt) + (z2 + z3) * (1.0 - per_mb)
     rs_each = z2 * per_mb
     dp_groups = ((dense_gpu, dense_shard), (expert_gpu, expert_shard))
     dp_ar = [
         pricer.time(
-            TrafficKind.DP, Collective.ALL_REDUCE, grp, _min(grp, ctx.nodes_dp), beta_g * n, z0
+            TrafficKind.DP,
+            Collective.ALL_REDUCE,
+            grp,
+            _min(grp, ctx.nodes_dp),
+            beta_g * n,
+            ar_once,
         )
         for n, grp in dp_groups
     ]
@@ -841,7 +854,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         )
         for n, grp in dp_groups
     ]
-    reduce_link = z0 * (dp_ar[0][1] + dp_ar[1][1]) + rs_once * (dp_rs[0][1] + dp_rs[1][1])
+    reduce_link = ar_once * (dp_ar[0][1] + dp_ar[1][1]) + rs_once * (dp_rs[0][1] + dp_rs[1][1])
     reduce_each = rs_each * (dp_rs[0][1] + dp_rs[1][1])  # ZeRO-2/3, every micro-batch
     gather_link = (z1 + z2) * (dp_ag[0][1] + dp_ag[1][1])
     # ZeRO-3 / FSDP: each layer's parameters gathered before its forward and its backward (and
@@ -982,15 +995,24 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     opt_bytes = fw.optimizer_bytes_per_parameter
     if training.precision is Precision.FP16 and opt_bytes:
         opt_bytes = opt_bytes + FP16_UNSCALE_BYTES
-    optimizer = roof.stream_s(owned * opt_bytes)
+    opt_stream = owned * opt_bytes
+    if bf16_opt:
+        # BF16_Optimizer: the norm and zeroing run over the whole stage's fp32 gradient, and
+        # the all-reduce buckets copy it (frameworks.py, BF16_OPTIMIZER_WHOLE_BYTES).
+        whole = dense_gpu + (expert_gpu if moe_frac else 0.0)
+        moved = owned * min(opt_bytes, BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES)
+        opt_stream = opt_stream + z1 * (whole * BF16_OPTIMIZER_WHOLE_BYTES - moved)
+    optimizer = roof.stream_s(opt_stream)
 
     tied = 1.0 if model.tied_embeddings else 0.0
+    # The tied embedding's gradient: fp32 under BF16_Optimizer (it reduces ``weight._hp_grad``).
+    emb_bytes = 4.0 if bf16_opt else beta_g
     emb_sync = pricer.time(
         TrafficKind.EMBEDDING_SYNC,
         Collective.ALL_REDUCE,
         pp_ranks,
         ctx.nodes_pp,
-        beta_g * vocab * h / t,
+        emb_bytes * vocab * h / t,
         tied * has_pp,
     )
     emb_sync_s = tied * has_pp * emb_sync[1]
@@ -1088,7 +1110,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     rec(tpk, Collective.ALL_GATHER, t, nt, s_act, tp_ag, pp_gather, True, term="pp")
     for (n, grp), ar_, rs_, ag_ in zip(dp_groups, dp_ar, dp_rs, dp_ag, strict=True):
         nodes = _min(grp, ctx.nodes_dp)
-        rec(TrafficKind.DP, Collective.ALL_REDUCE, grp, nodes, beta_g * n, ar_, z0, False)
+        rec(TrafficKind.DP, Collective.ALL_REDUCE, grp, nodes, beta_g * n, ar_, ar_once, False)
         rec(
             TrafficKind.DP,
             Collective.REDUCE_SCATTER,
@@ -1127,7 +1149,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         Collective.ALL_REDUCE,
         pp_ranks,
         ctx.nodes_pp,
-        beta_g * vocab * h / t,
+        emb_bytes * vocab * h / t,
         emb_sync,
         tied * has_pp,
         False,

@@ -407,6 +407,37 @@ def test_deepspeed_pipeline_reduces_gradients_after_the_schedule(gpt3: ModelSpec
     assert dp(later, 1) == dp(during, 1)
 
 
+def test_deepspeed_bf16_optimizer_all_reduces_then_gathers(gpt3: ModelSpec) -> None:
+    # DeepSpeed's BF16_Optimizer (bf16_optimizer.py, pipe/engine.py at 56c522386): the whole
+    # stage's gradient all-reduced over DP in bf16, the bf16 weights all-gathered after the
+    # step; the tied embedding's fp32 gradient all-reduced between first and last stage; the
+    # norm, zeroing and bucket copies stream the whole stage's gradient (40 B/parameter).
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24, zero_stage=1)
+    fw = framework_preset("deepspeed")
+
+    def run(f: Framework, precision: Precision = Precision.BF16) -> Estimate:
+        tr = TrainingSpec(global_batch_size=1536, precision=precision, framework=f)
+        return estimate(Scenario(gpt3, tr, layout, a100()))
+
+    on, off = run(fw), run(fw.replace(bf16_optimizer=False))
+
+    def dp_ops(e: Estimate) -> dict[Collective, float]:
+        return {c.op: c.size_bytes for c in e.collectives if c.kind is TrafficKind.DP}
+
+    assert set(dp_ops(on)) == {Collective.ALL_REDUCE, Collective.ALL_GATHER}
+    assert set(dp_ops(off)) == {Collective.REDUCE_SCATTER, Collective.ALL_GATHER}
+    assert dp_ops(on)[Collective.ALL_REDUCE] == dp_ops(off)[Collective.REDUCE_SCATTER]
+    (emb_on,) = [c for c in on.collectives if c.kind is TrafficKind.EMBEDDING_SYNC]
+    (emb_off,) = [c for c in off.collectives if c.kind is TrafficKind.EMBEDDING_SYNC]
+    assert emb_on.size_bytes == pytest.approx(2.0 * emb_off.size_bytes, rel=1e-12)
+    stage = dp_ops(on)[Collective.ALL_GATHER] / 2.0  # parameters of the stage (bf16 weights)
+    hbm = HBM_EFFICIENCY * A100_HBM_GBPS * 1e9
+    extra = (stage * 40.0 - stage / 24 * 8.0) / hbm
+    assert on.breakdown.optimizer_s - off.breakdown.optimizer_s == pytest.approx(extra, rel=1e-9)
+    # Only with bf16: an fp16 run keeps DeepSpeed's ZeRO-1 reduce-scatter.
+    assert Collective.ALL_REDUCE not in dp_ops(run(fw, Precision.FP16))
+
+
 # --- sequence parallelism ----------------------------------------------------------------------
 def test_sp_backward_regather_is_exposed_without_overlap(gpt3: ModelSpec) -> None:
     layout = LayoutSpec(pipeline=8, tensor=8, data=24, sequence_parallel=True)
