@@ -268,7 +268,19 @@ class FrameworkOverridesIn(_In):
         None, description="ZeRO-2/3: reduce-scatter gradients every micro-batch"
     )
     pp_scatter_gather: bool | None = Field(
-        None, description="Megatron's scatter/gather of pipeline sends over the TP group"
+        None,
+        description="pipeline sends of 1/t of the activation, all-gathered over the TP group "
+        "(Megatron's scatter/gather, DeepSpeed's partitioned sends)",
+    )
+    pp_scatter_gather_grads: bool | None = Field(
+        None,
+        description="pipeline gradients sent as 1/t and all-gathered like the activations "
+        "(off: sent whole, DeepSpeed before v0.5.4)",
+    )
+    pp_regather_output: bool | None = Field(
+        None,
+        description="the partitioned output a stage sent is all-gathered over TP again before "
+        "its backward pass (DeepSpeed's pipeline engine)",
     )
     pp_blocking_p2p: bool | None = Field(
         None,

@@ -439,10 +439,22 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             "gathers again only what recomputation replays"
         )
     if lay.scatter_gather and fw.pp_scatter_gather and lay.tensor > 1 and lay.pipeline > 1:
-        out.append(
-            "PP sends use Megatron's scatter/gather: 1/t of the activation per send, then an "
-            "all-gather over the TP group"
-        )
+        if fw.pp_regather_output or not fw.pp_scatter_gather_grads:
+            out.append(
+                "PP sends partitioned (DeepSpeed's pipeline engine): 1/t of the activation "
+                + ("and of the gradient " if fw.pp_scatter_gather_grads else "(gradients whole) ")
+                + "per send, all-gathered over the TP group on receipt"
+                + (
+                    "; the sent output all-gathered again before its backward pass"
+                    if fw.pp_regather_output
+                    else ""
+                )
+            )
+        else:
+            out.append(
+                "PP sends use Megatron's scatter/gather: 1/t of the activation per send, then an "
+                "all-gather over the TP group"
+            )
     if fw.pp_blocking_p2p and lay.pipeline > 1:
         out.append(
             "PP sends block one at a time (receive activation, send activation, receive "

@@ -58,8 +58,20 @@ Sources, per flag (dates from the Megatron-LM git history):
   (DeepSpeed ZeRO-2/3, FSDP without ``no_sync``); otherwise once per iteration.
 - ``zero3_gathers_per_layer``: collectives per layer and pass for ZeRO-3 parameters: FSDP
   flattens a layer into one parameter (1); DeepSpeed ZeRO-3 gathers per sub-module.
-- ``pp_scatter_gather``: Megatron's scatter/gather of pipeline sends over the TP group (SC21
-  §4.1); DeepSpeed's pipeline engine sends whole activations.
+- ``pp_scatter_gather``: pipeline sends of 1/t of the activation, all-gathered over the TP
+  group on receipt: Megatron's scatter/gather (SC21 §4.1), and DeepSpeed's pipeline engine with
+  TP > 1 (``is_pipe_partitioned = is_model_parallel`` since its first release, Sept. 2020:
+  ``PartitionedTensor`` sends the local part, ``part_input.full()`` all-gathers it;
+  ``deepspeed/runtime/pipe/engine.py``; Megatron-DeepSpeed turns it off only under sequence
+  parallelism, which already sends shards).
+- ``pp_scatter_gather_grads``: the gradients sent back are scattered too (Megatron;
+  DeepSpeed from v0.5.4, PR #1407 "Big science related changes", Sept. 2021:
+  ``is_grad_partitioned = is_model_parallel``). Off: sent whole (DeepSpeed before, when
+  ``is_grad_partitioned = False``).
+- ``pp_regather_output``: DeepSpeed frees the data of the output it sent
+  (``first_output.data = torch.zeros(1)``) and all-gathers it again over the TP group before
+  the stage's backward pass (``part_output.full()`` in ``_exec_backward_pass``, or in
+  ``_exec_recv_grads`` while gradients were sent whole): one more all-gather per micro-batch.
 - ``pp_blocking_p2p``: each pipeline send and receive is its own blocking instruction, so a
   stage waits out four transfers per micro-batch (DeepSpeed's pipeline engine: ``TrainSchedule``
   issues ``RecvActivation``, ``SendActivation``, ``RecvGrad`` and ``SendGrad`` one after the
@@ -158,6 +170,8 @@ class Framework:
     zero3_regather_for_recompute: bool = False
     grad_reduce_per_microbatch: bool = True
     pp_scatter_gather: bool = True
+    pp_scatter_gather_grads: bool = True
+    pp_regather_output: bool = False
     pp_blocking_p2p: bool = False
     pp_grad_reduce_after_schedule: bool = False
     bf16_optimizer: bool = False
@@ -302,7 +316,8 @@ _PRESETS = (
         name="deepspeed",
         description=(
             "DeepSpeed (ZeRO engine and pipeline engine, Megatron-DeepSpeed): no TP overlap, "
-            "whole-activation pipeline sends, each send and receive blocking, with a "
+            "partitioned pipeline sends (1/t, all-gathered over TP; the sent output re-gathered "
+            "for its backward pass), each send and receive blocking, with a "
             "pipeline the gradient reduction after the schedule, ZeRO-3 gathers per "
             "sub-module with prefetch, ZeRO-2/3 gradients reduced every micro-batch"
         ),
@@ -311,7 +326,7 @@ _PRESETS = (
         grad_accum_fusion=False,
         cp_overlap=False,
         overlap_grad_reduce=True,
-        pp_scatter_gather=False,
+        pp_regather_output=True,
         pp_blocking_p2p=True,
         pp_grad_reduce_after_schedule=True,
         bf16_optimizer=True,
@@ -325,14 +340,16 @@ _PRESETS = (
         description=(
             "DeepSpeed as of mid 2021: ZeRO-3 gathers every parameter tensor on its own and "
             "synchronously (each all-gather waited on the previous one: DeepSpeed issue #1069, "
-            "fixed by PR #1188, June 2021), so nothing overlaps; otherwise as deepspeed"
+            "fixed by PR #1188, June 2021), so nothing overlaps; pipeline gradients sent whole "
+            "(partitioned from v0.5.4, Sept. 2021); otherwise as deepspeed"
         ),
         tp_overlap_wgrad=False,
         sp_gather_overlap=False,
         grad_accum_fusion=False,
         cp_overlap=False,
         overlap_grad_reduce=False,
-        pp_scatter_gather=False,
+        pp_scatter_gather_grads=False,
+        pp_regather_output=True,
         pp_blocking_p2p=True,
         pp_grad_reduce_after_schedule=True,
         fsdp_prefetch=False,

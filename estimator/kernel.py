@@ -683,7 +683,18 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # Transfers per micro-batch and chunk: a send paired with a receive twice (1F1B), or four
     # blocking ones (DeepSpeed's pipeline engine).
     pp_count = (4.0 if fw.pp_blocking_p2p else 2.0) * v * has_pp
-    pp_gather = pp_count * split * no_sp
+    # DeepSpeed's pipeline engine: gradients sent whole before v0.5.4 (``pp_scatter_gather_
+    # grads``), and the partitioned output re-gathered over TP for its backward pass
+    # (``pp_regather_output``).
+    whole_grads = not fw.pp_scatter_gather_grads
+    split_g = sp if whole_grads else split
+    if whole_grads or fw.pp_regather_output:
+        # One all-gather per received activation and gradient (when scattered), and one to
+        # restore the stage's own output before its backward pass.
+        out_regather = 1.0 if fw.pp_regather_output else 0.0
+        pp_gather = v * has_pp * (split * (1.0 + out_regather) + split_g) * no_sp
+    else:
+        pp_gather = pp_count * split * no_sp
     tp_ag = pricer.time(
         TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, s_act, sp + pp_gather
     )
@@ -813,7 +824,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     pp_send = pricer.time(
         TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, send_bytes, pp_count
     )
-    pp_link = pp_count * pp_send[1] + pp_gather * ag
+    pp_sends = pp_count * pp_send[1]
+    grad_bytes = send_bytes
+    pp_send_g = pp_send
+    if whole_grads:
+        # Half the transfers carry activations, half gradients (sent whole).
+        grad_bytes = s_act / _where(split_g, t, 1.0)
+        pp_send_g = pricer.time(
+            TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, grad_bytes, pp_count
+        )
+        pp_sends = 0.5 * pp_count * (pp_send[1] + pp_send_g[1])
+    pp_link = pp_sends + pp_gather * ag
 
     # --- data parallel ---------------------------------------------------------------------
     # Once per iteration: ZeRO-1, and ZeRO-2/3 when the trainer accumulates before reducing.
@@ -922,7 +943,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     ) -> dict[str, Num]:
         comp = layers * layer_comp + with_logits * logits + accumulate(dense_params, layers)
         tp = layers * tp_exposed_layer + with_logits * logits_tp + with_embedding * emb_tp
-        pp_exposed = pp_count * pp_send[1]
+        pp_exposed = pp_sends
         if p2p_overlapped is not None:
             pp_exposed = _where(p2p_overlapped, _max(pp_exposed - comp, 0.0), pp_exposed)
         pp = pp_exposed + pp_gather * ag
@@ -1097,16 +1118,29 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         layers_pace,
         True,
     )
-    rec(
-        TrafficKind.PP,
-        Collective.SENDRECV,
-        pp_ranks,
-        ctx.nodes_pp,
-        send_bytes,
-        pp_send,
-        pp_count,
-        True,
-    )
+    if whole_grads:
+        for size, priced in ((send_bytes, pp_send), (grad_bytes, pp_send_g)):
+            rec(
+                TrafficKind.PP,
+                Collective.SENDRECV,
+                pp_ranks,
+                ctx.nodes_pp,
+                size,
+                priced,
+                0.5 * pp_count,
+                True,
+            )
+    else:
+        rec(
+            TrafficKind.PP,
+            Collective.SENDRECV,
+            pp_ranks,
+            ctx.nodes_pp,
+            send_bytes,
+            pp_send,
+            pp_count,
+            True,
+        )
     rec(tpk, Collective.ALL_GATHER, t, nt, s_act, tp_ag, pp_gather, True, term="pp")
     for (n, grp), ar_, rs_, ag_ in zip(dp_groups, dp_ar, dp_rs, dp_ag, strict=True):
         nodes = _min(grp, ctx.nodes_dp)

@@ -372,9 +372,10 @@ def test_dp_overlap_of_the_framework_hides_the_reduction(gpt3: ModelSpec) -> Non
 
 def test_deepspeed_pipeline_sends_block_four_times_per_micro_batch(gpt3: ModelSpec) -> None:
     # DeepSpeed's TrainSchedule: RecvActivation, SendActivation, RecvGrad, SendGrad, each its own
-    # blocking instruction; Megatron's 1F1B pairs a send with a receive: two transfers.
+    # blocking instruction; Megatron's 1F1B pairs a send with a receive: two transfers. (Whole
+    # sends here, so that pp_s holds the transfers only, no TP all-gathers.)
     layout = LayoutSpec(pipeline=8, tensor=8, data=24)
-    fw = framework_preset("deepspeed")
+    fw = framework_preset("deepspeed").replace(pp_scatter_gather=False)
 
     def pp(f: Framework) -> tuple[float, float]:
         e = estimate(
@@ -405,6 +406,31 @@ def test_deepspeed_pipeline_reduces_gradients_after_the_schedule(gpt3: ModelSpec
     during = fw.replace(overlap_grad_reduce=True, pp_grad_reduce_after_schedule=False)
     assert dp(later, 8) > dp(during, 8)
     assert dp(later, 1) == dp(during, 1)
+
+
+def test_deepspeed_pipeline_sends_are_partitioned_over_tp(gpt3: ModelSpec) -> None:
+    # DeepSpeed's pipeline engine with TP > 1 (pipe/engine.py, is_pipe_partitioned): each send
+    # carries 1/t of the activation, all-gathered over TP on receipt, and the sent output is
+    # all-gathered again before its backward pass. Gradients: partitioned from v0.5.4
+    # (is_grad_partitioned, PR #1407), whole before (the deepspeed-2021 preset).
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+    m = 1536 // 24
+    s_act = 2.0 * 2048 * 12288  # bytes of one micro-batch's activation (b = 1, bf16)
+
+    def pp_ops(name: str) -> tuple[dict[float, float], float]:
+        tr = TrainingSpec(global_batch_size=1536, framework=framework_preset(name))
+        e = estimate(Scenario(gpt3, tr, layout, a100()))
+        sends = {
+            c.size_bytes: c.calls_per_iteration for c in e.collectives if c.kind is TrafficKind.PP
+        }
+        gathers = [c for c in e.collectives if c.term == "pp" and c.op is Collective.ALL_GATHER]
+        assert all(c.size_bytes == s_act for c in gathers)
+        return sends, sum(c.calls_per_iteration for c in gathers)
+
+    assert pp_ops("deepspeed") == ({s_act / 8: 4.0 * m}, 3.0 * m)
+    assert pp_ops("deepspeed-2021") == ({s_act / 8: 2.0 * m, s_act: 2.0 * m}, 2.0 * m)
+    # Megatron's scatter/gather: one gather per received transfer, two per micro-batch.
+    assert pp_ops("megatron-lm") == ({s_act / 8: 2.0 * m}, 2.0 * m)
 
 
 def test_deepspeed_bf16_optimizer_all_reduces_then_gathers(gpt3: ModelSpec) -> None:
