@@ -476,7 +476,9 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             "DeepSpeed BF16_Optimizer (its own ZeRO-1): the whole stage's fp32 gradient "
             "all-reduced over DP in bf16, Adam on the 1/d shard, bf16 weights all-gathered; "
             "gradient norm, zeroing and the all-reduce buckets' copies stream the whole "
-            "gradient through HBM; the tied embedding's gradient all-reduced in fp32"
+            "gradient through HBM; every micro-batch's bf16 gradient added to the fp32 one "
+            "through an fp32 temporary (18 B/parameter); the tied embedding's gradient "
+            "all-reduced in fp32"
         )
     elif lay.zero_stage:
         per_mb = "every micro-batch" if fw.grad_reduce_per_microbatch else "once per iteration"

@@ -108,7 +108,9 @@ Sources, per flag (dates from the Megatron-LM git history):
   (``_exec_reduce_tied_grads`` reduces ``weight._hp_grad``). The all-reduce buckets copy the
   whole fp32 gradient through HBM (flatten 8 B, cast 6 B, scale 4 B, copy back 6 B, unflatten
   8 B per parameter); the norm reads it (4 B) and zeroing writes it (4 B) over the whole stage,
-  not the shard (``BF16_OPTIMIZER_WHOLE_BYTES``).
+  not the shard (``BF16_OPTIMIZER_WHOLE_BYTES``). After every micro-batch's backward pass it
+  adds the bf16 gradient to the fp32 one through an fp32 temporary
+  (``hp_grad.add_(lp.grad.to(fp32))``: 18 B per parameter, ``BF16_OPTIMIZER_ACCUMULATION_BYTES``).
 - ``optimizer_bytes_per_parameter``: HBM bytes the optimizer step moves per parameter it owns
   (ours, counted from Megatron's mixed-precision optimizer): fused Adam reads the fp32
   gradient, master weight, m and v (16 B) and writes master, m, v (12 B); copying the master
@@ -142,6 +144,10 @@ FP16_UNSCALE_BYTES = 8.0
 # BF16_Optimizer: HBM bytes per parameter of the whole stage (not the owned shard) each step:
 # the all-reduce bucket copies (32 B), the gradient norm (4 B) and zeroing the gradient (4 B).
 BF16_OPTIMIZER_WHOLE_BYTES = 40.0
+# BF16_Optimizer.update_hp_grads after every micro-batch's backward pass:
+# ``hp_grad.add_(lp.grad.to(fp32))``: the cast reads 2 B and writes a 4 B temporary, the add
+# reads 4 + 4 B and writes 4 B (bf16_optimizer.py at DeepSpeed 56c522386).
+BF16_OPTIMIZER_ACCUMULATION_BYTES = 18.0
 # The clipping norm and zeroing bytes of ADAM_BYTES_PER_PARAMETER that BF16_Optimizer moves over
 # the whole stage instead of the owned shard.
 BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES = 8.0

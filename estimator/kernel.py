@@ -38,6 +38,7 @@ from estimator.flops import (
     model_parameters,
 )
 from estimator.frameworks import (
+    BF16_OPTIMIZER_ACCUMULATION_BYTES,
     BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES,
     BF16_OPTIMIZER_WHOLE_BYTES,
     FP16_UNSCALE_BYTES,
@@ -669,7 +670,15 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # Gradient accumulation through HBM, every micro-batch (sharded first when ZeRO-2/3
     # reduce-scatters every micro-batch).
     acc_scale = 1.0 - (z2 + z3) * per_mb * (1.0 - 1.0 / dense_shard)
-    acc_bytes = fw.accumulation_bytes_per_parameter * acc_scale
+    # DeepSpeed's BF16_Optimizer (ZeRO-1 with bf16): the bf16 gradient cast to an fp32
+    # temporary, then added to the fp32 gradient, every micro-batch; at the end the whole
+    # gradient all-reduced, the owned shard stepped and the weights all-gathered (frameworks.py,
+    # ``bf16_optimizer``).
+    bf16_opt = 1.0 if fw.bf16_optimizer and training.precision is Precision.BF16 else 0.0
+    acc_per_param: Num = fw.accumulation_bytes_per_parameter
+    if bf16_opt:
+        acc_per_param = acc_per_param + z1 * (BF16_OPTIMIZER_ACCUMULATION_BYTES - acc_per_param)
+    acc_bytes = acc_per_param * acc_scale
 
     def accumulate(dense_params: Num, layers: Num) -> Num:
         return roof.stream_s(acc_bytes * (dense_params + layers * expert_layer))
@@ -840,9 +849,6 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # Once per iteration: ZeRO-1, and ZeRO-2/3 when the trainer accumulates before reducing.
     # Every micro-batch: ZeRO-2 as one whole-stage reduce-scatter; ZeRO-3 layer by layer
     # (``z3_rs`` below), so it is not charged here a second time.
-    # DeepSpeed's BF16_Optimizer (ZeRO-1 with bf16): the whole gradient all-reduced, then the
-    # owned shard stepped and the weights all-gathered (frameworks.py, ``bf16_optimizer``).
-    bf16_opt = 1.0 if fw.bf16_optimizer and training.precision is Precision.BF16 else 0.0
     ar_once = z0 + z1 * bf16_opt
     rs_once = z1 * (1.0 - bf16_opt) + (z2 + z3) * (1.0 - per_mb)
     rs_each = z2 * per_mb

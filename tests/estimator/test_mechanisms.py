@@ -437,7 +437,8 @@ def test_deepspeed_bf16_optimizer_all_reduces_then_gathers(gpt3: ModelSpec) -> N
     # DeepSpeed's BF16_Optimizer (bf16_optimizer.py, pipe/engine.py at 56c522386): the whole
     # stage's gradient all-reduced over DP in bf16, the bf16 weights all-gathered after the
     # step; the tied embedding's fp32 gradient all-reduced between first and last stage; the
-    # norm, zeroing and bucket copies stream the whole stage's gradient (40 B/parameter).
+    # norm, zeroing and bucket copies stream the whole stage's gradient (40 B/parameter); the
+    # fp32 gradient accumulates through an fp32 temporary.
     layout = LayoutSpec(pipeline=8, tensor=8, data=24, zero_stage=1)
     fw = framework_preset("deepspeed")
 
@@ -460,6 +461,10 @@ def test_deepspeed_bf16_optimizer_all_reduces_then_gathers(gpt3: ModelSpec) -> N
     hbm = HBM_EFFICIENCY * A100_HBM_GBPS * 1e9
     extra = (stage * 40.0 - stage / 24 * 8.0) / hbm
     assert on.breakdown.optimizer_s - off.breakdown.optimizer_s == pytest.approx(extra, rel=1e-9)
+    # Every micro-batch: hp_grad.add_(lp.grad.to(fp32)), 18 B per parameter instead of 10 (the
+    # last stage paces: the first's parameters less its position embedding s·h/t).
+    accumulate = 64 * (stage - 2048 * 12288 / 8) * (18.0 - 10.0) / hbm
+    assert on.breakdown.compute_s - off.breakdown.compute_s == pytest.approx(accumulate, rel=1e-9)
     # Only with bf16: an fp16 run keeps DeepSpeed's ZeRO-1 reduce-scatter.
     assert Collective.ALL_REDUCE not in dp_ops(run(fw, Precision.FP16))
 
