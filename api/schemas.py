@@ -267,6 +267,11 @@ class FrameworkOverridesIn(_In):
     grad_reduce_per_microbatch: bool | None = Field(
         None, description="ZeRO-2/3: reduce-scatter gradients every micro-batch"
     )
+    zero3_list_collectives: bool | None = Field(
+        None,
+        description="ZeRO-3 gathers into and reduces from lists of per-rank views, which "
+        "PyTorch copies through a flat buffer (DeepSpeed 2021)",
+    )
     pp_scatter_gather: bool | None = Field(
         None,
         description="pipeline sends of 1/t of the activation, all-gathered over the TP group "

@@ -493,6 +493,12 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
                 + (", again for a replay" if fw.zero3_regather_for_recompute else "")
                 + "), "
                 + ("prefetched under the previous layer" if fw.fsdp_prefetch else "not prefetched")
+                + (
+                    ", each through PyTorch's flat copy buffer (list collectives: 3 passes "
+                    "of a gathered tensor through HBM, 2 of a reduced one)"
+                    if fw.zero3_list_collectives
+                    else ""
+                )
                 + f"; gradient reduce-scatter {per_mb}",
             }[lay.zero_stage]
         )

@@ -58,6 +58,16 @@ Sources, per flag (dates from the Megatron-LM git history):
   (DeepSpeed ZeRO-2/3, FSDP without ``no_sync``); otherwise once per iteration.
 - ``zero3_gathers_per_layer``: collectives per layer and pass for ZeRO-3 parameters: FSDP
   flattens a layer into one parameter (1); DeepSpeed ZeRO-3 gathers per sub-module.
+- ``zero3_list_collectives``: DeepSpeed's ZeRO-3 of 2021 gathers each parameter with
+  ``torch.distributed.all_gather(partitions, ...)`` into a list of per-rank views of a
+  zero-filled buffer (``torch.zeros``) and reduce-scatters gradients from a list of per-rank
+  views (``partition_parameters.py`` ``_allgather_param`` / ``_reduce_scatter_gradient`` at
+  c83e49f, April 2021); PyTorch's ``ProcessGroupNCCL`` runs list collectives through a flat
+  buffer (``flatten_for_scatter_gather``) and copies into the outputs after the all-gather
+  and from the inputs before the reduce-scatter: 3 and 2 passes of the tensor through HBM
+  (``ZERO3_LIST_GATHER_COPIES``, ``ZERO3_LIST_REDUCE_COPIES``), on the collective's stream,
+  so waited on with it. Later DeepSpeed and FSDP gather into one flat tensor
+  (``_all_gather_base``).
 - ``pp_scatter_gather``: pipeline sends of 1/t of the activation, all-gathered over the TP
   group on receipt: Megatron's scatter/gather (SC21 §4.1), and DeepSpeed's pipeline engine with
   TP > 1 (``is_pipe_partitioned = is_model_parallel`` since its first release, Sept. 2020:
@@ -151,6 +161,12 @@ BF16_OPTIMIZER_ACCUMULATION_BYTES = 18.0
 # The clipping norm and zeroing bytes of ADAM_BYTES_PER_PARAMETER that BF16_Optimizer moves over
 # the whole stage instead of the owned shard.
 BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES = 8.0
+# ZeRO-3 with list-based collectives (zero3_list_collectives), as multiples of the bytes of one
+# gathered tensor: the gather's zero-filled destination (write 1) and PyTorch copying the flat
+# NCCL buffer into the per-rank output views (read 1, write 1); the reduce-scatter's copy of the
+# per-rank input views into a flat NCCL buffer (read 1, write 1).
+ZERO3_LIST_GATHER_COPIES = 3.0
+ZERO3_LIST_REDUCE_COPIES = 2.0
 # Unfused gradient accumulation (main_grad.add_(grad)): read 4 + 2, write 4 bytes per parameter.
 UNFUSED_ACCUMULATION_BYTES = 10.0
 # Fused (wgrad GEMM epilogue accumulates into fp32): an fp32 read-modify-write (8 B) instead of a
@@ -184,6 +200,7 @@ class Framework:
     tp_fp8_all_gather: bool = False
     sp_regather_saved_shard: bool = True
     zero3_gathers_per_layer: int = 1
+    zero3_list_collectives: bool = False
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
     fused_elementwise: bool = True
@@ -362,6 +379,7 @@ _PRESETS = (
         zero3_regather_for_recompute=True,
         grad_reduce_per_microbatch=True,
         zero3_gathers_per_layer=12,
+        zero3_list_collectives=True,
     ),
     _FSDP := dataclasses.replace(
         _MEGATRON_2022,

@@ -42,6 +42,8 @@ from estimator.frameworks import (
     BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES,
     BF16_OPTIMIZER_WHOLE_BYTES,
     FP16_UNSCALE_BYTES,
+    ZERO3_LIST_GATHER_COPIES,
+    ZERO3_LIST_REDUCE_COPIES,
 )
 from estimator.specs import (
     BYTES_PER_ELEMENT,
@@ -917,6 +919,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         z3_gather_layer = z3 * gathers * (z3_ag[0][1] + z3_ag[1][1])
         z3_reduce_layer = z3 * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
         z3_bwd_layer = (1.0 + regather) * z3_gather_layer + z3_reduce_layer
+    # What the compute stream waits for: the collectives, and with list-based collectives
+    # (``zero3_list_collectives``) PyTorch's copies through a flat buffer around each of them.
+    zg, zr, zb = z3_gather_layer, z3_reduce_layer, z3_bwd_layer
+    if any_z3 and fw.zero3_list_collectives:
+        copy_g = sum(roof.stream_s(ZERO3_LIST_GATHER_COPIES * n) for n, _ in z3_unit)
+        copy_r = sum(
+            roof.stream_s(ZERO3_LIST_REDUCE_COPIES * n * beta_g / beta) for n, _ in z3_unit
+        )
+        zg = z3_gather_layer + z3 * gathers * copy_g
+        zr = z3_reduce_layer + z3 * per_mb * gathers * copy_r
+        zb = (1.0 + regather) * zg + zr
     ogr = fw.overlap_grad_reduce
 
     def zero3_exposed(layers: Num) -> Num:
@@ -924,20 +937,20 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         if not any_z3:
             return 0.0
         if not fw.fsdp_prefetch:
-            return layers * (z3_gather_layer + z3_bwd_layer)
+            return layers * (zg + zb)
         # The first layer's gather cannot be prefetched; later ones hide under the previous
         # layer's compute.
         rest = _max(layers - 1.0, 0.0)
-        fwd = z3_gather_layer + rest * _max(z3_gather_layer - layer_fwd, 0.0)
+        fwd = zg + rest * _max(zg - layer_fwd, 0.0)
         if fw.fsdp_backward_prefetch == "post":
             # FSDP BACKWARD_POST: the next layer's gather is issued after this layer's gradient
             # computation and only its reduce-scatter overlaps the next one (PyTorch FSDP
             # BackwardPrefetch documentation): every backward gather is exposed.
-            regathers = (1.0 + regather) * z3_gather_layer
-            bwd = layers * regathers + z3_reduce_layer
-            bwd = bwd + rest * _max(z3_reduce_layer - layer_bwd - layer_replay, 0.0)
+            regathers = (1.0 + regather) * zg
+            bwd = layers * regathers + zr
+            bwd = bwd + rest * _max(zr - layer_bwd - layer_replay, 0.0)
             return fwd + bwd
-        bwd = z3_bwd_layer + rest * _max(z3_bwd_layer - layer_bwd - layer_replay, 0.0)
+        bwd = zb + rest * _max(zb - layer_bwd - layer_replay, 0.0)
         return fwd + bwd
 
     # --- the stages ----------------------------------------------------------------------------
