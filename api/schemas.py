@@ -267,8 +267,25 @@ class FrameworkOverridesIn(_In):
     grad_reduce_per_microbatch: bool | None = Field(
         None, description="ZeRO-2/3: reduce-scatter gradients every micro-batch"
     )
+    zero3_list_collectives: bool | None = Field(
+        None,
+        description="ZeRO-3 gathers into and reduces from lists of per-rank views, which "
+        "PyTorch copies through a flat buffer (DeepSpeed 2021)",
+    )
     pp_scatter_gather: bool | None = Field(
-        None, description="Megatron's scatter/gather of pipeline sends over the TP group"
+        None,
+        description="pipeline sends of 1/t of the activation, all-gathered over the TP group "
+        "(Megatron's scatter/gather, DeepSpeed's partitioned sends)",
+    )
+    pp_scatter_gather_grads: bool | None = Field(
+        None,
+        description="pipeline gradients sent as 1/t and all-gathered like the activations "
+        "(off: sent whole, DeepSpeed before v0.5.4)",
+    )
+    pp_regather_output: bool | None = Field(
+        None,
+        description="the partitioned output a stage sent is all-gathered over TP again before "
+        "its backward pass (DeepSpeed's pipeline engine)",
     )
     pp_blocking_p2p: bool | None = Field(
         None,
@@ -279,6 +296,12 @@ class FrameworkOverridesIn(_In):
         None,
         description="with a pipeline, gradients are reduced only after the last micro-batch "
         "(DeepSpeed's pipeline engine): nothing of the reduction hides",
+    )
+    bf16_optimizer: bool | None = Field(
+        None,
+        description="DeepSpeed's BF16_Optimizer with bf16 and ZeRO-1: the whole gradient "
+        "all-reduced over DP, then the weights all-gathered; the tied embedding's gradient "
+        "reduced in fp32",
     )
     tp_fp8_all_gather: bool | None = Field(
         None,

@@ -12,7 +12,7 @@ from estimator.bandwidth import (
     bus_factor,
 )
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
-from estimator.specs import RECOMPUTE_CODE, Fidelity, Recompute, Scenario
+from estimator.specs import RECOMPUTE_CODE, Fidelity, Precision, Recompute, Scenario
 from estimator.traffic import (
     Algorithm,
     CollectiveLoad,
@@ -439,10 +439,22 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             "gathers again only what recomputation replays"
         )
     if lay.scatter_gather and fw.pp_scatter_gather and lay.tensor > 1 and lay.pipeline > 1:
-        out.append(
-            "PP sends use Megatron's scatter/gather: 1/t of the activation per send, then an "
-            "all-gather over the TP group"
-        )
+        if fw.pp_regather_output or not fw.pp_scatter_gather_grads:
+            out.append(
+                "PP sends partitioned (DeepSpeed's pipeline engine): 1/t of the activation "
+                + ("and of the gradient " if fw.pp_scatter_gather_grads else "(gradients whole) ")
+                + "per send, all-gathered over the TP group on receipt"
+                + (
+                    "; the sent output all-gathered again before its backward pass"
+                    if fw.pp_regather_output
+                    else ""
+                )
+            )
+        else:
+            out.append(
+                "PP sends use Megatron's scatter/gather: 1/t of the activation per send, then an "
+                "all-gather over the TP group"
+            )
     if fw.pp_blocking_p2p and lay.pipeline > 1:
         out.append(
             "PP sends block one at a time (receive activation, send activation, receive "
@@ -458,7 +470,17 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             f"interleaved schedule: fill and drain / {lay.virtual_stages}, PP sends × "
             f"{lay.virtual_stages}"
         )
-    if lay.zero_stage:
+    bf16_opt = fw.bf16_optimizer and tr.precision is Precision.BF16 and lay.zero_stage == 1
+    if bf16_opt:
+        out.append(
+            "DeepSpeed BF16_Optimizer (its own ZeRO-1): the whole stage's fp32 gradient "
+            "all-reduced over DP in bf16, Adam on the 1/d shard, bf16 weights all-gathered; "
+            "gradient norm, zeroing and the all-reduce buckets' copies stream the whole "
+            "gradient through HBM; every micro-batch's bf16 gradient added to the fp32 one "
+            "through an fp32 temporary (18 B/parameter); the tied embedding's gradient "
+            "all-reduced in fp32"
+        )
+    elif lay.zero_stage:
         per_mb = "every micro-batch" if fw.grad_reduce_per_microbatch else "once per iteration"
         out.append(
             {
@@ -471,6 +493,12 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
                 + (", again for a replay" if fw.zero3_regather_for_recompute else "")
                 + "), "
                 + ("prefetched under the previous layer" if fw.fsdp_prefetch else "not prefetched")
+                + (
+                    ", each through PyTorch's flat copy buffer (list collectives: 3 passes "
+                    "of a gathered tensor through HBM, 2 of a reduced one)"
+                    if fw.zero3_list_collectives
+                    else ""
+                )
                 + f"; gradient reduce-scatter {per_mb}",
             }[lay.zero_stage]
         )

@@ -58,8 +58,30 @@ Sources, per flag (dates from the Megatron-LM git history):
   (DeepSpeed ZeRO-2/3, FSDP without ``no_sync``); otherwise once per iteration.
 - ``zero3_gathers_per_layer``: collectives per layer and pass for ZeRO-3 parameters: FSDP
   flattens a layer into one parameter (1); DeepSpeed ZeRO-3 gathers per sub-module.
-- ``pp_scatter_gather``: Megatron's scatter/gather of pipeline sends over the TP group (SC21
-  §4.1); DeepSpeed's pipeline engine sends whole activations.
+- ``zero3_list_collectives``: DeepSpeed's ZeRO-3 of 2021 gathers each parameter with
+  ``torch.distributed.all_gather(partitions, ...)`` into a list of per-rank views of a
+  zero-filled buffer (``torch.zeros``) and reduce-scatters gradients from a list of per-rank
+  views (``partition_parameters.py`` ``_allgather_param`` / ``_reduce_scatter_gradient`` at
+  c83e49f, April 2021); PyTorch's ``ProcessGroupNCCL`` runs list collectives through a flat
+  buffer (``flatten_for_scatter_gather``) and copies into the outputs after the all-gather
+  and from the inputs before the reduce-scatter: 3 and 2 passes of the tensor through HBM
+  (``ZERO3_LIST_GATHER_COPIES``, ``ZERO3_LIST_REDUCE_COPIES``), on the collective's stream,
+  so waited on with it. Later DeepSpeed and FSDP gather into one flat tensor
+  (``_all_gather_base``).
+- ``pp_scatter_gather``: pipeline sends of 1/t of the activation, all-gathered over the TP
+  group on receipt: Megatron's scatter/gather (SC21 §4.1), and DeepSpeed's pipeline engine with
+  TP > 1 (``is_pipe_partitioned = is_model_parallel`` since its first release, Sept. 2020:
+  ``PartitionedTensor`` sends the local part, ``part_input.full()`` all-gathers it;
+  ``deepspeed/runtime/pipe/engine.py``; Megatron-DeepSpeed turns it off only under sequence
+  parallelism, which already sends shards).
+- ``pp_scatter_gather_grads``: the gradients sent back are scattered too (Megatron;
+  DeepSpeed from v0.5.4, PR #1407 "Big science related changes", Sept. 2021:
+  ``is_grad_partitioned = is_model_parallel``). Off: sent whole (DeepSpeed before, when
+  ``is_grad_partitioned = False``).
+- ``pp_regather_output``: DeepSpeed frees the data of the output it sent
+  (``first_output.data = torch.zeros(1)``) and all-gathers it again over the TP group before
+  the stage's backward pass (``part_output.full()`` in ``_exec_backward_pass``, or in
+  ``_exec_recv_grads`` while gradients were sent whole): one more all-gather per micro-batch.
 - ``pp_blocking_p2p``: each pipeline send and receive is its own blocking instruction, so a
   stage waits out four transfers per micro-batch (DeepSpeed's pipeline engine: ``TrainSchedule``
   issues ``RecvActivation``, ``SendActivation``, ``RecvGrad`` and ``SendGrad`` one after the
@@ -86,6 +108,19 @@ Sources, per flag (dates from the Megatron-LM git history):
 - ``fused_elementwise``: layer norms, RoPE and the gated activation run as fused kernels
   (Megatron/TE fused kernels, ``torch.compile``); off, eager PyTorch moves them through HBM once
   per elementary op (``estimator.compute.EAGER_EXTRA_PASSES``).
+- ``bf16_optimizer``: DeepSpeed's ``BF16_Optimizer`` (DeepSpeed PR #1801, April 2022, the
+  ``olruwase/bf16-updates`` branch BLOOM trained on; ``deepspeed/runtime/bf16_optimizer.py`` and
+  ``pipe/engine.py`` at 56c522386): with bf16 weights it is the ZeRO-1 of the pipeline engine.
+  It accumulates fp32 gradients for the whole stage, all-reduces them (not a reduce-scatter) over
+  the DP group in the communication dtype, bf16 (``_bf16_reduce_grads`` ->
+  ``buffered_allreduce_fallback``), steps Adam on its 1/d shard and all-gathers the bf16
+  weights (``all_gather_dp_groups``); the tied embedding's gradient is all-reduced in fp32
+  (``_exec_reduce_tied_grads`` reduces ``weight._hp_grad``). The all-reduce buckets copy the
+  whole fp32 gradient through HBM (flatten 8 B, cast 6 B, scale 4 B, copy back 6 B, unflatten
+  8 B per parameter); the norm reads it (4 B) and zeroing writes it (4 B) over the whole stage,
+  not the shard (``BF16_OPTIMIZER_WHOLE_BYTES``). After every micro-batch's backward pass it
+  adds the bf16 gradient to the fp32 one through an fp32 temporary
+  (``hp_grad.add_(lp.grad.to(fp32))``: 18 B per parameter, ``BF16_OPTIMIZER_ACCUMULATION_BYTES``).
 - ``optimizer_bytes_per_parameter``: HBM bytes the optimizer step moves per parameter it owns
   (ours, counted from Megatron's mixed-precision optimizer): fused Adam reads the fp32
   gradient, master weight, m and v (16 B) and writes master, m, v (12 B); copying the master
@@ -116,6 +151,22 @@ __all__ = [
 ADAM_BYTES_PER_PARAMETER = 42.0
 # FP16 only: unscale the gradient by the loss scale and check it for inf/NaN (read + write 4 B).
 FP16_UNSCALE_BYTES = 8.0
+# BF16_Optimizer: HBM bytes per parameter of the whole stage (not the owned shard) each step:
+# the all-reduce bucket copies (32 B), the gradient norm (4 B) and zeroing the gradient (4 B).
+BF16_OPTIMIZER_WHOLE_BYTES = 40.0
+# BF16_Optimizer.update_hp_grads after every micro-batch's backward pass:
+# ``hp_grad.add_(lp.grad.to(fp32))``: the cast reads 2 B and writes a 4 B temporary, the add
+# reads 4 + 4 B and writes 4 B (bf16_optimizer.py at DeepSpeed 56c522386).
+BF16_OPTIMIZER_ACCUMULATION_BYTES = 18.0
+# The clipping norm and zeroing bytes of ADAM_BYTES_PER_PARAMETER that BF16_Optimizer moves over
+# the whole stage instead of the owned shard.
+BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES = 8.0
+# ZeRO-3 with list-based collectives (zero3_list_collectives), as multiples of the bytes of one
+# gathered tensor: the gather's zero-filled destination (write 1) and PyTorch copying the flat
+# NCCL buffer into the per-rank output views (read 1, write 1); the reduce-scatter's copy of the
+# per-rank input views into a flat NCCL buffer (read 1, write 1).
+ZERO3_LIST_GATHER_COPIES = 3.0
+ZERO3_LIST_REDUCE_COPIES = 2.0
 # Unfused gradient accumulation (main_grad.add_(grad)): read 4 + 2, write 4 bytes per parameter.
 UNFUSED_ACCUMULATION_BYTES = 10.0
 # Fused (wgrad GEMM epilogue accumulates into fp32): an fp32 read-modify-write (8 B) instead of a
@@ -141,11 +192,15 @@ class Framework:
     zero3_regather_for_recompute: bool = False
     grad_reduce_per_microbatch: bool = True
     pp_scatter_gather: bool = True
+    pp_scatter_gather_grads: bool = True
+    pp_regather_output: bool = False
     pp_blocking_p2p: bool = False
     pp_grad_reduce_after_schedule: bool = False
+    bf16_optimizer: bool = False
     tp_fp8_all_gather: bool = False
     sp_regather_saved_shard: bool = True
     zero3_gathers_per_layer: int = 1
+    zero3_list_collectives: bool = False
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
     fused_elementwise: bool = True
@@ -284,7 +339,8 @@ _PRESETS = (
         name="deepspeed",
         description=(
             "DeepSpeed (ZeRO engine and pipeline engine, Megatron-DeepSpeed): no TP overlap, "
-            "whole-activation pipeline sends, each send and receive blocking, with a "
+            "partitioned pipeline sends (1/t, all-gathered over TP; the sent output re-gathered "
+            "for its backward pass), each send and receive blocking, with a "
             "pipeline the gradient reduction after the schedule, ZeRO-3 gathers per "
             "sub-module with prefetch, ZeRO-2/3 gradients reduced every micro-batch"
         ),
@@ -293,9 +349,10 @@ _PRESETS = (
         grad_accum_fusion=False,
         cp_overlap=False,
         overlap_grad_reduce=True,
-        pp_scatter_gather=False,
+        pp_regather_output=True,
         pp_blocking_p2p=True,
         pp_grad_reduce_after_schedule=True,
+        bf16_optimizer=True,
         zero3_regather_for_recompute=True,
         grad_reduce_per_microbatch=True,
         zero3_gathers_per_layer=6,
@@ -306,20 +363,23 @@ _PRESETS = (
         description=(
             "DeepSpeed as of mid 2021: ZeRO-3 gathers every parameter tensor on its own and "
             "synchronously (each all-gather waited on the previous one: DeepSpeed issue #1069, "
-            "fixed by PR #1188, June 2021), so nothing overlaps; otherwise as deepspeed"
+            "fixed by PR #1188, June 2021), so nothing overlaps; pipeline gradients sent whole "
+            "(partitioned from v0.5.4, Sept. 2021); otherwise as deepspeed"
         ),
         tp_overlap_wgrad=False,
         sp_gather_overlap=False,
         grad_accum_fusion=False,
         cp_overlap=False,
         overlap_grad_reduce=False,
-        pp_scatter_gather=False,
+        pp_scatter_gather_grads=False,
+        pp_regather_output=True,
         pp_blocking_p2p=True,
         pp_grad_reduce_after_schedule=True,
         fsdp_prefetch=False,
         zero3_regather_for_recompute=True,
         grad_reduce_per_microbatch=True,
         zero3_gathers_per_layer=12,
+        zero3_list_collectives=True,
     ),
     _FSDP := dataclasses.replace(
         _MEGATRON_2022,

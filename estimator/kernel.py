@@ -37,7 +37,14 @@ from estimator.flops import (
     model_forward_flops,
     model_parameters,
 )
-from estimator.frameworks import FP16_UNSCALE_BYTES
+from estimator.frameworks import (
+    BF16_OPTIMIZER_ACCUMULATION_BYTES,
+    BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES,
+    BF16_OPTIMIZER_WHOLE_BYTES,
+    FP16_UNSCALE_BYTES,
+    ZERO3_LIST_GATHER_COPIES,
+    ZERO3_LIST_REDUCE_COPIES,
+)
 from estimator.specs import (
     BYTES_PER_ELEMENT,
     Fidelity,
@@ -665,7 +672,15 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # Gradient accumulation through HBM, every micro-batch (sharded first when ZeRO-2/3
     # reduce-scatters every micro-batch).
     acc_scale = 1.0 - (z2 + z3) * per_mb * (1.0 - 1.0 / dense_shard)
-    acc_bytes = fw.accumulation_bytes_per_parameter * acc_scale
+    # DeepSpeed's BF16_Optimizer (ZeRO-1 with bf16): the bf16 gradient cast to an fp32
+    # temporary, then added to the fp32 gradient, every micro-batch; at the end the whole
+    # gradient all-reduced, the owned shard stepped and the weights all-gathered (frameworks.py,
+    # ``bf16_optimizer``).
+    bf16_opt = 1.0 if fw.bf16_optimizer and training.precision is Precision.BF16 else 0.0
+    acc_per_param: Num = fw.accumulation_bytes_per_parameter
+    if bf16_opt:
+        acc_per_param = acc_per_param + z1 * (BF16_OPTIMIZER_ACCUMULATION_BYTES - acc_per_param)
+    acc_bytes = acc_per_param * acc_scale
 
     def accumulate(dense_params: Num, layers: Num) -> Num:
         return roof.stream_s(acc_bytes * (dense_params + layers * expert_layer))
@@ -679,7 +694,18 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # Transfers per micro-batch and chunk: a send paired with a receive twice (1F1B), or four
     # blocking ones (DeepSpeed's pipeline engine).
     pp_count = (4.0 if fw.pp_blocking_p2p else 2.0) * v * has_pp
-    pp_gather = pp_count * split * no_sp
+    # DeepSpeed's pipeline engine: gradients sent whole before v0.5.4 (``pp_scatter_gather_
+    # grads``), and the partitioned output re-gathered over TP for its backward pass
+    # (``pp_regather_output``).
+    whole_grads = not fw.pp_scatter_gather_grads
+    split_g = sp if whole_grads else split
+    if whole_grads or fw.pp_regather_output:
+        # One all-gather per received activation and gradient (when scattered), and one to
+        # restore the stage's own output before its backward pass.
+        out_regather = 1.0 if fw.pp_regather_output else 0.0
+        pp_gather = v * has_pp * (split * (1.0 + out_regather) + split_g) * no_sp
+    else:
+        pp_gather = pp_count * split * no_sp
     tp_ag = pricer.time(
         TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, s_act, sp + pp_gather
     )
@@ -818,18 +844,34 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     pp_send = pricer.time(
         TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, send_bytes, pp_count
     )
-    pp_link = pp_count * pp_send[1] + pp_gather * ag
+    pp_sends = pp_count * pp_send[1]
+    grad_bytes = send_bytes
+    pp_send_g = pp_send
+    if whole_grads:
+        # Half the transfers carry activations, half gradients (sent whole).
+        grad_bytes = s_act / _where(split_g, t, 1.0)
+        pp_send_g = pricer.time(
+            TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, grad_bytes, pp_count
+        )
+        pp_sends = 0.5 * pp_count * (pp_send[1] + pp_send_g[1])
+    pp_link = pp_sends + pp_gather * ag
 
     # --- data parallel ---------------------------------------------------------------------
     # Once per iteration: ZeRO-1, and ZeRO-2/3 when the trainer accumulates before reducing.
     # Every micro-batch: ZeRO-2 as one whole-stage reduce-scatter; ZeRO-3 layer by layer
     # (``z3_rs`` below), so it is not charged here a second time.
-    rs_once = z1 + (z2 + z3) * (1.0 - per_mb)
+    ar_once = z0 + z1 * bf16_opt
+    rs_once = z1 * (1.0 - bf16_opt) + (z2 + z3) * (1.0 - per_mb)
     rs_each = z2 * per_mb
     dp_groups = ((dense_gpu, dense_shard), (expert_gpu, expert_shard))
     dp_ar = [
         pricer.time(
-            TrafficKind.DP, Collective.ALL_REDUCE, grp, _min(grp, ctx.nodes_dp), beta_g * n, z0
+            TrafficKind.DP,
+            Collective.ALL_REDUCE,
+            grp,
+            _min(grp, ctx.nodes_dp),
+            beta_g * n,
+            ar_once,
         )
         for n, grp in dp_groups
     ]
@@ -850,7 +892,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         )
         for n, grp in dp_groups
     ]
-    reduce_link = z0 * (dp_ar[0][1] + dp_ar[1][1]) + rs_once * (dp_rs[0][1] + dp_rs[1][1])
+    reduce_link = ar_once * (dp_ar[0][1] + dp_ar[1][1]) + rs_once * (dp_rs[0][1] + dp_rs[1][1])
     reduce_each = rs_each * (dp_rs[0][1] + dp_rs[1][1])  # ZeRO-2/3, every micro-batch
     gather_link = (z1 + z2) * (dp_ag[0][1] + dp_ag[1][1])
     # ZeRO-3 / FSDP: each layer's parameters gathered before its forward and its backward (and
@@ -886,6 +928,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         z3_gather_layer = z3 * gathers * (z3_ag[0][1] + z3_ag[1][1])
         z3_reduce_layer = z3 * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
         z3_bwd_layer = (1.0 + regather) * z3_gather_layer + z3_reduce_layer
+    # What the compute stream waits for: the collectives, and with list-based collectives
+    # (``zero3_list_collectives``) PyTorch's copies through a flat buffer around each of them.
+    zg, zr, zb = z3_gather_layer, z3_reduce_layer, z3_bwd_layer
+    if any_z3 and fw.zero3_list_collectives:
+        copy_g = sum(roof.stream_s(ZERO3_LIST_GATHER_COPIES * n) for n, _ in z3_unit)
+        copy_r = sum(
+            roof.stream_s(ZERO3_LIST_REDUCE_COPIES * n * beta_g / beta) for n, _ in z3_unit
+        )
+        zg = z3_gather_layer + z3 * gathers * copy_g
+        zr = z3_reduce_layer + z3 * per_mb * gathers * copy_r
+        zb = (1.0 + regather) * zg + zr
     ogr = fw.overlap_grad_reduce
 
     def zero3_exposed(layers: Num) -> Num:
@@ -893,20 +946,20 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         if not any_z3:
             return 0.0
         if not fw.fsdp_prefetch:
-            return layers * (z3_gather_layer + z3_bwd_layer)
+            return layers * (zg + zb)
         # The first layer's gather cannot be prefetched; later ones hide under the previous
         # layer's compute.
         rest = _max(layers - 1.0, 0.0)
-        fwd = z3_gather_layer + rest * _max(z3_gather_layer - layer_fwd, 0.0)
+        fwd = zg + rest * _max(zg - layer_fwd, 0.0)
         if fw.fsdp_backward_prefetch == "post":
             # FSDP BACKWARD_POST: the next layer's gather is issued after this layer's gradient
             # computation and only its reduce-scatter overlaps the next one (PyTorch FSDP
             # BackwardPrefetch documentation): every backward gather is exposed.
-            regathers = (1.0 + regather) * z3_gather_layer
-            bwd = layers * regathers + z3_reduce_layer
-            bwd = bwd + rest * _max(z3_reduce_layer - layer_bwd - layer_replay, 0.0)
+            regathers = (1.0 + regather) * zg
+            bwd = layers * regathers + zr
+            bwd = bwd + rest * _max(zr - layer_bwd - layer_replay, 0.0)
             return fwd + bwd
-        bwd = z3_bwd_layer + rest * _max(z3_bwd_layer - layer_bwd - layer_replay, 0.0)
+        bwd = zb + rest * _max(zb - layer_bwd - layer_replay, 0.0)
         return fwd + bwd
 
     # --- the stages ----------------------------------------------------------------------------
@@ -918,7 +971,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     ) -> dict[str, Num]:
         comp = layers * layer_comp + with_logits * logits + accumulate(dense_params, layers)
         tp = layers * tp_exposed_layer + with_logits * logits_tp + with_embedding * emb_tp
-        pp_exposed = pp_count * pp_send[1]
+        pp_exposed = pp_sends
         if p2p_overlapped is not None:
             pp_exposed = _where(p2p_overlapped, _max(pp_exposed - comp, 0.0), pp_exposed)
         pp = pp_exposed + pp_gather * ag
@@ -991,15 +1044,24 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     opt_bytes = fw.optimizer_bytes_per_parameter
     if training.precision is Precision.FP16 and opt_bytes:
         opt_bytes = opt_bytes + FP16_UNSCALE_BYTES
-    optimizer = roof.stream_s(owned * opt_bytes)
+    opt_stream = owned * opt_bytes
+    if bf16_opt:
+        # BF16_Optimizer: the norm and zeroing run over the whole stage's fp32 gradient, and
+        # the all-reduce buckets copy it (frameworks.py, BF16_OPTIMIZER_WHOLE_BYTES).
+        whole = dense_gpu + (expert_gpu if moe_frac else 0.0)
+        moved = owned * min(opt_bytes, BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES)
+        opt_stream = opt_stream + z1 * (whole * BF16_OPTIMIZER_WHOLE_BYTES - moved)
+    optimizer = roof.stream_s(opt_stream)
 
     tied = 1.0 if model.tied_embeddings else 0.0
+    # The tied embedding's gradient: fp32 under BF16_Optimizer (it reduces ``weight._hp_grad``).
+    emb_bytes = 4.0 if bf16_opt else beta_g
     emb_sync = pricer.time(
         TrafficKind.EMBEDDING_SYNC,
         Collective.ALL_REDUCE,
         pp_ranks,
         ctx.nodes_pp,
-        beta_g * vocab * h / t,
+        emb_bytes * vocab * h / t,
         tied * has_pp,
     )
     emb_sync_s = tied * has_pp * emb_sync[1]
@@ -1084,20 +1146,33 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         layers_pace,
         True,
     )
-    rec(
-        TrafficKind.PP,
-        Collective.SENDRECV,
-        pp_ranks,
-        ctx.nodes_pp,
-        send_bytes,
-        pp_send,
-        pp_count,
-        True,
-    )
+    if whole_grads:
+        for size, priced in ((send_bytes, pp_send), (grad_bytes, pp_send_g)):
+            rec(
+                TrafficKind.PP,
+                Collective.SENDRECV,
+                pp_ranks,
+                ctx.nodes_pp,
+                size,
+                priced,
+                0.5 * pp_count,
+                True,
+            )
+    else:
+        rec(
+            TrafficKind.PP,
+            Collective.SENDRECV,
+            pp_ranks,
+            ctx.nodes_pp,
+            send_bytes,
+            pp_send,
+            pp_count,
+            True,
+        )
     rec(tpk, Collective.ALL_GATHER, t, nt, s_act, tp_ag, pp_gather, True, term="pp")
     for (n, grp), ar_, rs_, ag_ in zip(dp_groups, dp_ar, dp_rs, dp_ag, strict=True):
         nodes = _min(grp, ctx.nodes_dp)
-        rec(TrafficKind.DP, Collective.ALL_REDUCE, grp, nodes, beta_g * n, ar_, z0, False)
+        rec(TrafficKind.DP, Collective.ALL_REDUCE, grp, nodes, beta_g * n, ar_, ar_once, False)
         rec(
             TrafficKind.DP,
             Collective.REDUCE_SCATTER,
@@ -1136,7 +1211,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         Collective.ALL_REDUCE,
         pp_ranks,
         ctx.nodes_pp,
-        beta_g * vocab * h / t,
+        emb_bytes * vocab * h / t,
         emb_sync,
         tied * has_pp,
         False,

@@ -373,9 +373,10 @@ def test_dp_overlap_of_the_framework_hides_the_reduction(gpt3: ModelSpec) -> Non
 
 def test_deepspeed_pipeline_sends_block_four_times_per_micro_batch(gpt3: ModelSpec) -> None:
     # DeepSpeed's TrainSchedule: RecvActivation, SendActivation, RecvGrad, SendGrad, each its own
-    # blocking instruction; Megatron's 1F1B pairs a send with a receive: two transfers.
+    # blocking instruction; Megatron's 1F1B pairs a send with a receive: two transfers. (Whole
+    # sends here, so that pp_s holds the transfers only, no TP all-gathers.)
     layout = LayoutSpec(pipeline=8, tensor=8, data=24)
-    fw = framework_preset("deepspeed")
+    fw = framework_preset("deepspeed").replace(pp_scatter_gather=False)
 
     def pp(f: Framework) -> tuple[float, float]:
         e = estimate(
@@ -406,6 +407,67 @@ def test_deepspeed_pipeline_reduces_gradients_after_the_schedule(gpt3: ModelSpec
     during = fw.replace(overlap_grad_reduce=True, pp_grad_reduce_after_schedule=False)
     assert dp(later, 8) > dp(during, 8)
     assert dp(later, 1) == dp(during, 1)
+
+
+def test_deepspeed_pipeline_sends_are_partitioned_over_tp(gpt3: ModelSpec) -> None:
+    # DeepSpeed's pipeline engine with TP > 1 (pipe/engine.py, is_pipe_partitioned): each send
+    # carries 1/t of the activation, all-gathered over TP on receipt, and the sent output is
+    # all-gathered again before its backward pass. Gradients: partitioned from v0.5.4
+    # (is_grad_partitioned, PR #1407), whole before (the deepspeed-2021 preset).
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+    m = 1536 // 24
+    s_act = 2.0 * 2048 * 12288  # bytes of one micro-batch's activation (b = 1, bf16)
+
+    def pp_ops(name: str) -> tuple[dict[float, float], float]:
+        tr = TrainingSpec(global_batch_size=1536, framework=framework_preset(name))
+        e = estimate(Scenario(gpt3, tr, layout, a100()))
+        sends = {
+            c.size_bytes: c.calls_per_iteration for c in e.collectives if c.kind is TrafficKind.PP
+        }
+        gathers = [c for c in e.collectives if c.term == "pp" and c.op is Collective.ALL_GATHER]
+        assert all(c.size_bytes == s_act for c in gathers)
+        return sends, sum(c.calls_per_iteration for c in gathers)
+
+    assert pp_ops("deepspeed") == ({s_act / 8: 4.0 * m}, 3.0 * m)
+    assert pp_ops("deepspeed-2021") == ({s_act / 8: 2.0 * m, s_act: 2.0 * m}, 2.0 * m)
+    # Megatron's scatter/gather: one gather per received transfer, two per micro-batch.
+    assert pp_ops("megatron-lm") == ({s_act / 8: 2.0 * m}, 2.0 * m)
+
+
+def test_deepspeed_bf16_optimizer_all_reduces_then_gathers(gpt3: ModelSpec) -> None:
+    # DeepSpeed's BF16_Optimizer (bf16_optimizer.py, pipe/engine.py at 56c522386): the whole
+    # stage's gradient all-reduced over DP in bf16, the bf16 weights all-gathered after the
+    # step; the tied embedding's fp32 gradient all-reduced between first and last stage; the
+    # norm, zeroing and bucket copies stream the whole stage's gradient (40 B/parameter); the
+    # fp32 gradient accumulates through an fp32 temporary.
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24, zero_stage=1)
+    fw = framework_preset("deepspeed")
+
+    def run(f: Framework, precision: Precision = Precision.BF16) -> Estimate:
+        tr = TrainingSpec(global_batch_size=1536, precision=precision, framework=f)
+        return estimate(Scenario(gpt3, tr, layout, a100()))
+
+    on, off = run(fw), run(fw.replace(bf16_optimizer=False))
+
+    def dp_ops(e: Estimate) -> dict[Collective, float]:
+        return {c.op: c.size_bytes for c in e.collectives if c.kind is TrafficKind.DP}
+
+    assert set(dp_ops(on)) == {Collective.ALL_REDUCE, Collective.ALL_GATHER}
+    assert set(dp_ops(off)) == {Collective.REDUCE_SCATTER, Collective.ALL_GATHER}
+    assert dp_ops(on)[Collective.ALL_REDUCE] == dp_ops(off)[Collective.REDUCE_SCATTER]
+    (emb_on,) = [c for c in on.collectives if c.kind is TrafficKind.EMBEDDING_SYNC]
+    (emb_off,) = [c for c in off.collectives if c.kind is TrafficKind.EMBEDDING_SYNC]
+    assert emb_on.size_bytes == pytest.approx(2.0 * emb_off.size_bytes, rel=1e-12)
+    stage = dp_ops(on)[Collective.ALL_GATHER] / 2.0  # parameters of the stage (bf16 weights)
+    hbm = HBM_EFFICIENCY * A100_HBM_GBPS * 1e9
+    extra = (stage * 40.0 - stage / 24 * 8.0) / hbm
+    assert on.breakdown.optimizer_s - off.breakdown.optimizer_s == pytest.approx(extra, rel=1e-9)
+    # Every micro-batch: hp_grad.add_(lp.grad.to(fp32)), 18 B per parameter instead of 10 (the
+    # last stage paces: the first's parameters less its position embedding s·h/t).
+    accumulate = 64 * (stage - 2048 * 12288 / 8) * (18.0 - 10.0) / hbm
+    assert on.breakdown.compute_s - off.breakdown.compute_s == pytest.approx(accumulate, rel=1e-9)
+    # Only with bf16: an fp16 run keeps DeepSpeed's ZeRO-1 reduce-scatter.
+    assert Collective.ALL_REDUCE not in dp_ops(run(fw, Precision.FP16))
 
 
 # --- sequence parallelism ----------------------------------------------------------------------
@@ -547,6 +609,30 @@ def test_zero3_gathers_every_layer_per_micro_batch_forward_and_backward(gpt3: Mo
         )
         == m * layers * 3 * per_module
     )
+
+
+def test_zero3_list_collectives_copy_through_a_flat_buffer(gpt3: ModelSpec) -> None:
+    # DeepSpeed ZeRO-3 of 2021 (partition_parameters.py at c83e49f): torch.zeros destination,
+    # all_gather into a list of per-rank views, reduce_scatter from one; PyTorch's
+    # ProcessGroupNCCL copies through a flat buffer: 3 passes of each gathered tensor through
+    # HBM, 2 of each reduced one, all waited on (nothing overlaps in deepspeed-2021).
+    layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
+    fw = framework_preset("deepspeed-2021")
+
+    def run(f: Framework) -> Estimate:
+        tr = TrainingSpec(global_batch_size=1536, micro_batch_size=2, framework=f)
+        return estimate(Scenario(gpt3, tr, layout, a100()))
+
+    on, off = run(fw), run(fw.replace(zero3_list_collectives=False))
+    hbm = HBM_EFFICIENCY * A100_HBM_GBPS * 1e9
+    dp = [c for c in on.collectives if c.kind is TrafficKind.DP]
+    copies = sum(
+        c.calls_per_iteration * (3.0 if c.op is Collective.ALL_GATHER else 2.0) * c.size_bytes
+        for c in dp
+    )
+    assert {c.op for c in dp} == {Collective.ALL_GATHER, Collective.REDUCE_SCATTER}
+    assert on.breakdown.dp_s - off.breakdown.dp_s == pytest.approx(copies / hbm, rel=1e-9)
+    assert on.link_s["dp"] == off.link_s["dp"]  # HBM copies, not link time
 
 
 def test_zero3_gradients_are_reduce_scattered_once_per_layer_not_again_per_stage(
