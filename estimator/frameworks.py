@@ -133,6 +133,7 @@ Sources, per flag (dates from the Megatron-LM git history):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -268,18 +269,25 @@ class Framework:
 
     def describe(self) -> str:
         """One line for ``assumptions``: the preset and every flag."""
-        flags = self.flags()
-        on = [k for k, v in flags.items() if v is True]
-        off = [k for k, v in flags.items() if v is False]
-        return (
-            f"framework={self.name} ({self.description}): on: {', '.join(on) or 'none'}; "
-            f"off: {', '.join(off) or 'none'}; ZeRO-3 gathers per layer "
-            f"{self.zero3_gathers_per_layer}; optimizer step "
-            f"{self.optimizer_bytes_per_parameter:g} B/parameter through HBM; gradient "
-            f"accumulation {self.accumulation_bytes_per_parameter:g} B/parameter per micro-batch; "
-            f"attention kernel {self.attention_kernel}; selective recompute "
-            f"{self.selective_recompute}"
-        )
+        return _describe(self)
+
+
+@functools.lru_cache(maxsize=64)
+def _describe(fw: Framework) -> str:
+    """``Framework.describe``, once per distinct framework (every estimate asks for it; a
+    frozen dataclass hashes by value)."""
+    flags = fw.flags()
+    on = [k for k, v in flags.items() if v is True]
+    off = [k for k, v in flags.items() if v is False]
+    return (
+        f"framework={fw.name} ({fw.description}): on: {', '.join(on) or 'none'}; "
+        f"off: {', '.join(off) or 'none'}; ZeRO-3 gathers per layer "
+        f"{fw.zero3_gathers_per_layer}; optimizer step "
+        f"{fw.optimizer_bytes_per_parameter:g} B/parameter through HBM; gradient "
+        f"accumulation {fw.accumulation_bytes_per_parameter:g} B/parameter per micro-batch; "
+        f"attention kernel {fw.attention_kernel}; selective recompute "
+        f"{fw.selective_recompute}"
+    )
 
 
 ATTENTION_KERNELS = ("fused", "flash2")
