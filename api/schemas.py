@@ -296,8 +296,10 @@ class FrameworkOverridesIn(_In):
     optimizer_bytes_per_parameter: float | None = Field(
         None, ge=0, le=1e4, description="HBM bytes the optimizer step moves per owned parameter"
     )
-    attention_kernel: Literal["fused", "flash2"] | None = Field(
-        None, description="fused (TE/cuDNN, FlashAttention-3) or flash2 (FlashAttention-2)"
+    attention_kernel: Literal["fused", "flash2", "triton"] | None = Field(
+        None,
+        description="fused (TE/cuDNN, FlashAttention-3), flash2 (FlashAttention-2) or triton "
+        "(FlashAttention in Triton, llm-foundry's attn_impl: triton)",
     )
     fused_elementwise: bool | None = Field(
         None, description="fused norms/RoPE/activations (Megatron/TE kernels, torch.compile)"

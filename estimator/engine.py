@@ -11,6 +11,7 @@ from estimator.bandwidth import (
     TrafficKind,
     bus_factor,
 )
+from estimator.compute import TRITON_FLASH_BACKWARD_SLOWDOWN, TRITON_FLASH_FORWARD_SLOWDOWN
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
 from estimator.specs import RECOMPUTE_CODE, Fidelity, Recompute, Scenario
 from estimator.traffic import (
@@ -421,6 +422,13 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
         out.append(
             f"attention kernel FlashAttention-2: {c.flash2_efficiency:g} x the GEMM efficiency "
             "on this GPU (Shah et al. 2024: FA2 reaches about half of FA3/cuDNN on Hopper)"
+        )
+    if tr.flash_attention and fw.attention_kernel == "triton":
+        out.append(
+            f"attention kernel FlashAttention in Triton: FlashAttention-2's {c.flash2_efficiency:g}"
+            f" x the GEMM efficiency on this GPU, divided by {TRITON_FLASH_FORWARD_SLOWDOWN:g} "
+            f"forward and {TRITON_FLASH_BACKWARD_SLOWDOWN:g} backward (Dao 2023, "
+            "FlashAttention-2 §4.1: FA2 1.3-1.5x faster forward, ~2x backward)"
         )
     if lay.sequence_parallel and lay.tensor > 1 and fw.sp_regather_saved_shard:
         out.append(

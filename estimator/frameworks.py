@@ -82,7 +82,11 @@ Sources, per flag (dates from the Megatron-LM git history):
   kernels written for the GPU generation) or ``flash2`` (FlashAttention-2, as PyTorch SDPA and
   the flash-attn 2 package run it). FA2 reaches about half of what FA3/cuDNN reach on Hopper
   (Shah et al. 2024, FlashAttention-3, §4.1: ~35 % vs ~75 % of the H100 peak); the GPU side of
-  that factor is ``ClusterSpec.flash2_efficiency``.
+  that factor is ``ClusterSpec.flash2_efficiency``. ``triton``: FlashAttention written in
+  Triton (``flash_attn_triton.py`` on the pre-MLIR Triton fork: llm-foundry's ``attn_impl:
+  triton``, the default of its benchmark script ``submit_benchmarks.py`` until March 2024), which
+  FA2 outruns 1.3-1.5x forward and about 2x backward (Dao 2023, FlashAttention-2, §4.1):
+  ``estimator.compute.TRITON_FLASH_*_SLOWDOWN`` on top of the GPU's FA2 efficiency.
 - ``fused_elementwise``: layer norms, RoPE and the gated activation run as fused kernels
   (Megatron/TE fused kernels, ``torch.compile``); off, eager PyTorch moves them through HBM once
   per elementary op (``estimator.compute.EAGER_EXTRA_PASSES``).
@@ -227,7 +231,7 @@ class Framework:
         )
 
 
-ATTENTION_KERNELS = ("fused", "flash2")
+ATTENTION_KERNELS = ("fused", "flash2", "triton")
 BACKWARD_PREFETCH = ("pre", "post")
 SELECTIVE_RECOMPUTE = ("attention", "op-sac")
 

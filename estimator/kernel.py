@@ -26,7 +26,13 @@ from estimator.bandwidth import (
     TrafficKind,
     bus_factor,
 )
-from estimator.compute import Roofline, layer_times, logits_s, logits_wgrad_s
+from estimator.compute import (
+    Roofline,
+    attention_efficiencies,
+    layer_times,
+    logits_s,
+    logits_wgrad_s,
+)
 from estimator.flops import (
     attention_core_forward_flops,
     embedding_parameters,
@@ -221,6 +227,9 @@ def evaluate(
     if fidelity is Fidelity.PAPER:
         result = _paper(ctx, peak_flops, utilization, bandwidth)
     else:
+        attention_fwd_eff, attention_bwd_eff = attention_efficiencies(
+            training.software.attention_kernel, flash2_efficiency
+        )
         roof = Roofline(
             peak_flops=peak_flops,
             utilization=utilization,
@@ -230,9 +239,8 @@ def evaluate(
             gemm_traffic_factor=gemm_traffic_factor,
             elementwise_factor=memory_traffic_factor,
             gemm_half_size_elements=gemm_half_size_elements,
-            attention_efficiency=(
-                flash2_efficiency if training.software.attention_kernel == "flash2" else 1.0
-            ),
+            attention_efficiency=attention_fwd_eff,
+            attention_backward_efficiency=attention_bwd_eff,
             fused_elementwise=training.software.fused_elementwise,
         )
         result = _detailed(ctx, roof, bandwidth)

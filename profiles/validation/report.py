@@ -329,6 +329,12 @@ _FLAG_MAP: dict[str, tuple[str, ...]] = {
     "fsdp2_prefetch": ("fsdp_prefetch",),
     "torch_compile": ("fused_elementwise",),
 }
+# Published software choices (same column) that set a framework flag to a value.
+_VALUE_FLAG_MAP: dict[str, dict[str, str]] = {
+    # llm-foundry's attn_impl: triton (FlashAttention in Triton), its benchmark script's default
+    # until 2024-03 (scripts/train/benchmarking/submit_benchmarks.py).
+    "attn_impl_triton": {"attention_kernel": "triton"},
+}
 # Flags a non-blank overlap_flags cell turns off when it does not list them (the cell is the
 # run's complete list of communication overlaps).
 _LISTED_OVERLAPS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p")
@@ -354,12 +360,13 @@ def framework_for(meta: dict[str, str]) -> Framework:
     flags = [f.strip() for f in (meta.get("overlap_flags") or "").split(";") if f.strip()]
     if not flags:
         return fw
-    overrides: dict[str, bool] = {}
+    overrides: dict[str, bool | str] = {}
     if any(f in _FLAG_MAP and _FLAG_MAP[f][0] in _LISTED_OVERLAPS for f in flags):
         overrides = {k: False for k in _LISTED_OVERLAPS}
     for flag in flags:
         for target in _FLAG_MAP.get(flag, ()):
             overrides[target] = True
+        overrides.update(_VALUE_FLAG_MAP.get(flag, {}))
     return fw.replace(**overrides)
 
 

@@ -27,7 +27,15 @@ from estimator import (
 )
 from estimator.bandwidth import Collective, TrafficKind
 from estimator.calibrated import FITTED_COMPUTE
-from estimator.compute import HBM_EFFICIENCY, LayerTimes, Roofline, layer_times
+from estimator.compute import (
+    HBM_EFFICIENCY,
+    TRITON_FLASH_BACKWARD_SLOWDOWN,
+    TRITON_FLASH_FORWARD_SLOWDOWN,
+    LayerTimes,
+    Roofline,
+    attention_efficiencies,
+    layer_times,
+)
 from estimator.engine import CollectiveUse
 from estimator.errors import LayoutError, ValidationError
 from estimator.frameworks import (
@@ -678,6 +686,7 @@ def test_moe_dispatcher_gathers_the_routed_tokens_over_tp_and_does_not_overlap_t
         "llm-foundry",
         "torchtitan",
         "async-tp",
+        "llm-foundry-triton",
     ],
 )
 @pytest.mark.parametrize("precision", [Precision.BF16, Precision.FP8])
@@ -687,10 +696,14 @@ def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
     fw = (
         framework_preset("torchtitan").replace(tp_comm_overlap=True)
         if framework == "async-tp"
+        else framework_preset("llm-foundry").replace(attention_kernel="triton")
+        if framework == "llm-foundry-triton"
         else framework_preset(framework)
     )
     training = TrainingSpec(global_batch_size=64, precision=precision, framework=fw)
-    cluster = a100(gemm_traffic_factor=0.3, fp8_utilization=0.55, peak_flops=624e12)
+    cluster = a100(
+        gemm_traffic_factor=0.3, fp8_utilization=0.55, peak_flops=624e12, flash2_efficiency=0.5
+    )
     rows = []
     for p, t, cp, ep, b, rc, sp, zero in itertools.product(
         (1, 2), (1, 2, 4), (1, 2), (1, 2, 8), (1, 2), (0, 1, 2), (0, 1), (0, 1, 3)
@@ -819,3 +832,65 @@ def test_flash_attention_backward_runs_its_flops_slower_than_the_forward() -> No
     )
     times = _one_layer(model, 989e12, t=1.0, flash=True)
     assert times.attention_bwd / times.attention_fwd == pytest.approx(2.5 / 0.87, rel=1e-12)
+
+
+def test_triton_flash_attention_runs_the_fa2_paper_ratios_slower_than_flash2() -> None:
+    # Dao 2023 (FlashAttention-2) §4.1: FA2 is 1.3-1.5x faster than FlashAttention in Triton
+    # forward and about 2x backward; llm-foundry's attn_impl: triton runs the Triton kernel.
+    model = ModelSpec(
+        num_layers=1, hidden_size=2560, num_attention_heads=20, seq_length=8192, vocab_size=50368
+    )
+
+    def attention(kernel: str) -> LayerTimes:
+        fwd_eff, bwd_eff = attention_efficiencies(kernel, 0.5)
+        roof = Roofline(
+            peak_flops=989e12,
+            utilization=0.7,
+            fp8_utilization=None,
+            fp8=False,
+            hbm_bytes_per_s=0.0,
+            gemm_traffic_factor=0.0,
+            elementwise_factor=0.0,
+            attention_efficiency=fwd_eff,
+            attention_backward_efficiency=bwd_eff,
+        )
+        return layer_times(
+            model,
+            roof,
+            b=1.0,
+            t=1.0,
+            cp=1.0,
+            sp=0.0,
+            beta=2.0,
+            flash=True,
+            moe=False,
+            imbalance=1.0,
+            ep=1.0,
+        )
+
+    fa2, triton = attention("flash2"), attention("triton")
+    assert TRITON_FLASH_FORWARD_SLOWDOWN == 1.4 and TRITON_FLASH_BACKWARD_SLOWDOWN == 2.0
+    assert triton.attention_fwd / fa2.attention_fwd == pytest.approx(1.4, rel=1e-12)
+    assert triton.attention_bwd / fa2.attention_bwd == pytest.approx(2.0, rel=1e-12)
+    assert triton.linear_fwd == fa2.linear_fwd
+    assert attention_efficiencies("fused", 0.5) == (1.0, 1.0)
+
+
+def test_triton_attention_is_a_framework_choice_named_in_the_assumptions() -> None:
+    model = ModelSpec(
+        num_layers=4, hidden_size=2560, num_attention_heads=20, seq_length=4096, vocab_size=50368
+    )
+    cluster = a100(flash2_efficiency=0.5)
+    layout = LayoutSpec(pipeline=1, tensor=1, data=8, zero_stage=3)
+
+    def run(kernel: str) -> Estimate:
+        fw = framework_preset("llm-foundry").replace(attention_kernel=kernel)
+        training = TrainingSpec(global_batch_size=8, micro_batch_size=1, framework=fw)
+        return estimate(Scenario(model, training, layout, cluster))
+
+    fa2, triton = run("flash2"), run("triton")
+    assert triton.breakdown.compute_s > fa2.breakdown.compute_s
+    assert any("FlashAttention in Triton" in a for a in triton.assumptions)
+    assert not any("FlashAttention in Triton" in a for a in fa2.assumptions)
+    with pytest.raises(ValidationError):
+        framework_preset("llm-foundry").replace(attention_kernel="xformers")
