@@ -246,6 +246,18 @@ def test_llm_foundry_rows_run_the_attention_kernel_of_their_benchmark_script(
     assert all(k == "triton" for i, k in kernels.items() if i not in fa2)
 
 
+def test_llm_foundry_rows_carry_their_fsdp_settings(runs: list[PublishedRun]) -> None:
+    # Composer's MP mode DEFAULT reduces gradients in fp32 (mosaic_fsdp_utils.get_mixed_precision),
+    # PURE in bf16; the Large Scale table's sweep.py @ 5e85bd62d sets BACKWARD_PRE, the other
+    # tables keep Composer's default BACKWARD_POST.
+    foundry = [r for r in runs if r.source == "mosaicml_llm_foundry"]
+    reduce_bytes = [r.scenario_inputs[1].grad_bytes for r in foundry]
+    assert reduce_bytes.count(4) == 31 and reduce_bytes.count(2) == 10
+    pre = {r.id for r in foundry if r.scenario_inputs[1].software.fsdp_backward_prefetch == "pre"}
+    assert len(pre) == 8
+    assert all(i.endswith(("_128g", "_512g")) and "_h100_bf16_" in i for i in pre)
+
+
 def test_rows_the_engine_cannot_model_are_listed_with_a_reason(report: ValidationReport) -> None:
     assert all(e.reason for e in report.excluded)
     assert not {e.id for e in report.excluded} & {r.id for r in report.rows}
