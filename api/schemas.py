@@ -293,6 +293,11 @@ class FrameworkOverridesIn(_In):
     zero3_gathers_per_layer: int | None = Field(
         None, ge=1, le=1024, description="ZeRO-3 collectives per layer and pass"
     )
+    zero2_per_layer: bool | None = Field(
+        None,
+        description="ZeRO-2 as FSDP SHARD_GRAD_OP: per-layer gather before the forward and "
+        "reduce-scatter after the backward; off: whole-stage buckets (DeepSpeed, Megatron)",
+    )
     optimizer_bytes_per_parameter: float | None = Field(
         None, ge=0, le=1e4, description="HBM bytes the optimizer step moves per owned parameter"
     )

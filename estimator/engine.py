@@ -472,8 +472,13 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             {
                 1: "ZeRO-1 / distributed optimizer: gradient reduce-scatter + parameter "
                 "all-gather once per iteration",
-                2: f"ZeRO-2: gradient reduce-scatter {per_mb}, parameter all-gather once "
-                "per iteration",
+                2: (
+                    "ZeRO-2 as FSDP SHARD_GRAD_OP: each layer's parameters all-gathered before "
+                    f"its forward, its gradients reduce-scattered after its backward, {per_mb}"
+                    if fw.zero2_per_layer
+                    else f"ZeRO-2: gradient reduce-scatter {per_mb}, parameter all-gather once "
+                    "per iteration"
+                ),
                 3: f"ZeRO-3: each layer's parameters all-gathered before its forward and its "
                 f"backward ({fw.zero3_gathers_per_layer} collective(s) per layer"
                 + (", again for a replay" if fw.zero3_regather_for_recompute else "")

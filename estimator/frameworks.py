@@ -54,6 +54,12 @@ Sources, per flag (dates from the Megatron-LM git history):
 - ``zero3_regather_for_recompute``: with full recompute the replayed forward gathers the
   parameters again (DeepSpeed ZeRO-3 with Megatron checkpointing); FSDP reuses the backward
   gather (one unshard per layer per backward).
+- ``zero2_per_layer``: ZeRO-2 (FSDP ``SHARD_GRAD_OP``) gathers each layer's flat parameter
+  before its forward pass and reduce-scatters its gradient after its backward pass, one
+  collective per FSDP unit like ZeRO-3 but with no backward re-gather (PyTorch FSDP1: the
+  pre-forward unshard and post-backward reduce run per handle; ``SHARD_GRAD_OP`` only skips the
+  reshard after forward, ``_should_free_in_backward`` frees after backward); off, ZeRO-2 reduces
+  and gathers the whole stage in buckets (DeepSpeed, Megatron).
 - ``grad_reduce_per_microbatch``: ZeRO-2/3 reduce-scatter gradients after every micro-batch
   (DeepSpeed ZeRO-2/3, FSDP without ``no_sync``); otherwise once per iteration.
 - ``zero3_gathers_per_layer``: collectives per layer and pass for ZeRO-3 parameters: FSDP
@@ -150,6 +156,7 @@ class Framework:
     tp_fp8_all_gather: bool = False
     sp_regather_saved_shard: bool = True
     zero3_gathers_per_layer: int = 1
+    zero2_per_layer: bool = False
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
     fused_elementwise: bool = True
@@ -339,6 +346,7 @@ _PRESETS = (
         overlap_grad_reduce=True,
         overlap_param_gather=True,
         grad_reduce_per_microbatch=True,
+        zero2_per_layer=True,
         attention_kernel="flash2",
         fused_elementwise=False,
         sp_regather_saved_shard=False,

@@ -823,8 +823,13 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # Once per iteration: ZeRO-1, and ZeRO-2/3 when the trainer accumulates before reducing.
     # Every micro-batch: ZeRO-2 as one whole-stage reduce-scatter; ZeRO-3 layer by layer
     # (``z3_rs`` below), so it is not charged here a second time.
+    # FSDP's SHARD_GRAD_OP (``zero2_per_layer``) gathers and reduce-scatters layer by layer
+    # like ZeRO-3 (below), without the backward re-gather; other ZeRO-2 works on the stage.
+    z2_layer = z2 * (1.0 if fw.zero2_per_layer else 0.0)
+    z2_stage = z2 - z2_layer
+    per_layer = z3 + z2_layer
     rs_once = z1 + (z2 + z3) * (1.0 - per_mb)
-    rs_each = z2 * per_mb
+    rs_each = z2_stage * per_mb
     dp_groups = ((dense_gpu, dense_shard), (expert_gpu, expert_shard))
     dp_ar = [
         pricer.time(
@@ -845,13 +850,18 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     ]
     dp_ag = [
         pricer.time(
-            TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), beta * n, z1 + z2
+            TrafficKind.DP,
+            Collective.ALL_GATHER,
+            grp,
+            _min(grp, ctx.nodes_dp),
+            beta * n,
+            z1 + z2_stage,
         )
         for n, grp in dp_groups
     ]
     reduce_link = z0 * (dp_ar[0][1] + dp_ar[1][1]) + rs_once * (dp_rs[0][1] + dp_rs[1][1])
     reduce_each = rs_each * (dp_rs[0][1] + dp_rs[1][1])  # ZeRO-2/3, every micro-batch
-    gather_link = (z1 + z2) * (dp_ag[0][1] + dp_ag[1][1])
+    gather_link = (z1 + z2_stage) * (dp_ag[0][1] + dp_ag[1][1])
     # ZeRO-3 / FSDP: each layer's parameters gathered before its forward and its backward (and
     # its replay where the framework re-gathers), its gradients reduce-scattered after.
     gathers = float(fw.zero3_gathers_per_layer)
@@ -861,14 +871,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     ]
     z3_ag = [_NEVER, _NEVER]
     z3_rs = [_NEVER, _NEVER]
-    z3_gather_layer: Num = 0.0
+    z3_gather_layer: Num = 0.0  # before the forward pass (ZeRO-3 and FSDP's ZeRO-2)
+    z3_regather_layer: Num = 0.0  # before the backward pass (ZeRO-3 only)
     z3_reduce_layer: Num = 0.0
     regather = full * (1.0 if fw.zero3_regather_for_recompute else 0.0)
     z3_bwd_layer: Num = 0.0
-    any_z3 = _any(z3)
+    any_z3 = _any(per_layer)
     if any_z3:
         z3_ag = [
-            pricer.time(TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), n, z3)
+            pricer.time(
+                TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), n, per_layer
+            )
             for n, grp in z3_unit
         ]
         z3_rs = [
@@ -878,13 +891,15 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
                 grp,
                 _min(grp, ctx.nodes_dp),
                 n * beta_g / beta,
-                z3 * per_mb,
+                per_layer * per_mb,
             )
             for n, grp in z3_unit
         ]
-        z3_gather_layer = z3 * gathers * (z3_ag[0][1] + z3_ag[1][1])
-        z3_reduce_layer = z3 * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
-        z3_bwd_layer = (1.0 + regather) * z3_gather_layer + z3_reduce_layer
+        one_gather = gathers * (z3_ag[0][1] + z3_ag[1][1])
+        z3_gather_layer = per_layer * one_gather
+        z3_regather_layer = z3 * (1.0 + regather) * one_gather
+        z3_reduce_layer = per_layer * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
+        z3_bwd_layer = z3_regather_layer + z3_reduce_layer
     ogr = fw.overlap_grad_reduce
 
     def zero3_exposed(layers: Num) -> Num:
@@ -901,8 +916,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             # FSDP BACKWARD_POST: the next layer's gather is issued after this layer's gradient
             # computation and only its reduce-scatter overlaps the next one (PyTorch FSDP
             # BackwardPrefetch documentation): every backward gather is exposed.
-            regathers = (1.0 + regather) * z3_gather_layer
-            bwd = layers * regathers + z3_reduce_layer
+            bwd = layers * z3_regather_layer + z3_reduce_layer
             bwd = bwd + rest * _max(z3_reduce_layer - layer_bwd - layer_replay, 0.0)
             return fwd + bwd
         bwd = z3_bwd_layer + rest * _max(z3_bwd_layer - layer_bwd - layer_replay, 0.0)
@@ -1107,7 +1121,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             rs_once + rs_each * m,
             False,
         )
-        rec(TrafficKind.DP, Collective.ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2, False)
+        rec(TrafficKind.DP, Collective.ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2_stage, False)
     for (n, grp), ag_, rs_ in zip(z3_unit, z3_ag, z3_rs, strict=True):
         nodes = _min(grp, ctx.nodes_dp)
         rec(
@@ -1117,7 +1131,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             nodes,
             n,
             ag_,
-            z3 * gathers * layers_pace * (2.0 + regather),
+            gathers * layers_pace * (per_layer + z3 * (1.0 + regather)),
             True,
         )
         rec(
@@ -1127,7 +1141,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             nodes,
             n * beta_g / beta,
             rs_,
-            z3 * per_mb * gathers * layers_pace,
+            per_layer * per_mb * gathers * layers_pace,
             True,
         )
     rec(

@@ -556,6 +556,34 @@ def test_zero3_gathers_every_layer_per_micro_batch_forward_and_backward(gpt3: Mo
     )
 
 
+def test_fsdp_shard_grad_op_gathers_and_reduces_layer_by_layer(gpt3: ModelSpec) -> None:
+    # FSDP SHARD_GRAD_OP: each layer's flat parameter is gathered before its forward pass and
+    # its gradient reduce-scattered after its backward pass (one collective per FSDP unit, no
+    # backward re-gather); DeepSpeed's ZeRO-2 reduces and gathers the whole stage.
+    layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=2)
+    m, layers = 2, 96
+
+    def dp(framework: str, op: Collective) -> list[CollectiveUse]:
+        tr = TrainingSpec(global_batch_size=1536, micro_batch_size=2, framework=framework)
+        e = estimate(Scenario(gpt3, tr, layout, a100()))
+        return [
+            c
+            for c in e.collectives
+            if c.kind is TrafficKind.DP and c.op is op and c.calls_per_iteration
+        ]
+
+    gathers, reduces = dp("fsdp", Collective.ALL_GATHER), dp("fsdp", Collective.REDUCE_SCATTER)
+    assert sum(c.calls_per_iteration for c in gathers) == m * layers
+    assert sum(c.calls_per_iteration for c in reduces) == m * layers
+    layer_params = 12 * 12288**2 + 13 * 12288  # GPT-3 175B layer: 4 weights and their biases
+    assert all(c.size_bytes == pytest.approx(2 * layer_params, rel=1e-3) for c in gathers)
+    stage_gathers = dp("deepspeed", Collective.ALL_GATHER)
+    assert sum(c.calls_per_iteration for c in stage_gathers) == 1
+    assert stage_gathers[0].size_bytes > layers * gathers[0].size_bytes
+    assert not framework_preset("deepspeed").zero2_per_layer
+    assert framework_preset("llm-foundry").zero2_per_layer
+
+
 def test_zero3_gradients_are_reduce_scattered_once_per_layer_not_again_per_stage(
     gpt3: ModelSpec,
 ) -> None:
@@ -706,7 +734,7 @@ def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
     )
     rows = []
     for p, t, cp, ep, b, rc, sp, zero in itertools.product(
-        (1, 2), (1, 2, 4), (1, 2), (1, 2, 8), (1, 2), (0, 1, 2), (0, 1), (0, 1, 3)
+        (1, 2), (1, 2, 4), (1, 2), (1, 2, 8), (1, 2), (0, 1, 2), (0, 1), (0, 1, 2, 3)
     ):
         d = 64 // (p * t * cp)
         layout = LayoutSpec(
