@@ -316,11 +316,18 @@ class FrameworkOverridesIn(_In):
     zero3_gathers_per_layer: int | None = Field(
         None, ge=1, le=1024, description="ZeRO-3 collectives per layer and pass"
     )
+    zero2_per_layer: bool | None = Field(
+        None,
+        description="ZeRO-2 as FSDP SHARD_GRAD_OP: per-layer gather before the forward and "
+        "reduce-scatter after the backward; off: whole-stage buckets (DeepSpeed, Megatron)",
+    )
     optimizer_bytes_per_parameter: float | None = Field(
         None, ge=0, le=1e4, description="HBM bytes the optimizer step moves per owned parameter"
     )
-    attention_kernel: Literal["fused", "flash2"] | None = Field(
-        None, description="fused (TE/cuDNN, FlashAttention-3) or flash2 (FlashAttention-2)"
+    attention_kernel: Literal["fused", "flash2", "triton"] | None = Field(
+        None,
+        description="fused (TE/cuDNN, FlashAttention-3), flash2 (FlashAttention-2) or triton "
+        "(FlashAttention in Triton, llm-foundry's attn_impl: triton)",
     )
     fused_elementwise: bool | None = Field(
         None, description="fused norms/RoPE/activations (Megatron/TE kernels, torch.compile)"

@@ -54,6 +54,14 @@ FLASH_BACKWARD_RATIO = 2.5
 # H100 SXM5, head dim 128, 16k tokens, no mask, FlashAttention-2 322/370, FlashAttention-3
 # 561/648, cuDNN 516/595 TFLOP/s backward/forward (Shah et al. 2024, FlashAttention-3, Fig. 5-6).
 FLASH_BACKWARD_EFFICIENCY = 0.87
+# FlashAttention in Triton (Tri Dao's ``flash_attn_triton.py`` on the pre-MLIR Triton fork, which
+# llm-foundry runs for ``attn_impl: triton``) against FlashAttention-2 on the same GPU: FA2 is
+# "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass and around 2x faster
+# in the backward pass" (Dao 2023, FlashAttention-2, §4.1, A100). Both kernels issue the
+# Ampere-generation tensor-core instructions (the pre-MLIR Triton predates Hopper's wgmma), so
+# the ratios are applied on top of the GPU's FA2 efficiency there too.
+TRITON_FLASH_FORWARD_SLOWDOWN = 1.4
+TRITON_FLASH_BACKWARD_SLOWDOWN = 2.0
 # Eager PyTorch (no fused kernels, no torch.compile) in a Llama-style block (RMSNorm, RoPE, gated
 # FFN): extra HBM passes over token x h elements per layer and forward pass, beyond the fused
 # kernels γ stands for (ours, counted from the elementary ops: an RMSNorm upcasts, squares,
@@ -83,6 +91,9 @@ class Roofline:
     gemm_traffic_factor: float  # c
     elementwise_factor: float  # γ
     attention_efficiency: float = 1.0  # the attention kernel's efficiency relative to u
+    # ... and of its backward pass (FlashAttention's kernels; the same unless the kernel's
+    # backward pass lags its forward pass more than FLASH_BACKWARD_EFFICIENCY says)
+    attention_backward_efficiency: float = 1.0
     fused_elementwise: bool = True  # False: eager PyTorch (EAGER_* extra passes)
     gemm_half_size_elements: float = 0.0  # x0 of size_factor; 0: size-independent u
 
@@ -108,6 +119,23 @@ class Roofline:
         if not self.hbm_bytes_per_s or not factor:
             return 0.0 * nbytes
         return factor * nbytes / self.hbm_bytes_per_s
+
+
+def attention_efficiencies(kernel: str, flash2_efficiency: float) -> tuple[float, float]:
+    """(forward, backward) efficiency of a framework's fused-attention kernel relative to u.
+
+    ``fused`` (TE/cuDNN, FA3: kernels for the GPU's generation) 1; ``flash2`` the GPU's
+    ``flash2_efficiency``; ``triton`` FA2's divided by the FA2 paper's speed-ups over the
+    Triton kernel (``TRITON_FLASH_*_SLOWDOWN``).
+    """
+    if kernel == "flash2":
+        return flash2_efficiency, flash2_efficiency
+    if kernel == "triton":
+        return (
+            flash2_efficiency / TRITON_FLASH_FORWARD_SLOWDOWN,
+            flash2_efficiency / TRITON_FLASH_BACKWARD_SLOWDOWN,
+        )
+    return 1.0, 1.0
 
 
 def _where_sp(sp: Num, t: Num) -> Num:
@@ -306,8 +334,9 @@ def layer_times(
         attention_fwd = fwd_flops / (u_attention * hi_peak) + roof.traffic_s(
             io, roof.gemm_traffic_factor
         )
+        u_attention_bwd = u * roof.attention_backward_efficiency
         attention_bwd = FLASH_BACKWARD_RATIO * fwd_flops / (
-            u_attention * FLASH_BACKWARD_EFFICIENCY * hi_peak
+            u_attention_bwd * FLASH_BACKWARD_EFFICIENCY * hi_peak
         ) + roof.traffic_s(2.0 * io, roof.gemm_traffic_factor)
     else:
         # Q·Kᵀ: (s_q x dh)·(dh x s); attention·V: (s_q x s)·(s x dh); batched over heads.

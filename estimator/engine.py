@@ -11,6 +11,7 @@ from estimator.bandwidth import (
     TrafficKind,
     bus_factor,
 )
+from estimator.compute import TRITON_FLASH_BACKWARD_SLOWDOWN, TRITON_FLASH_FORWARD_SLOWDOWN
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
 from estimator.specs import RECOMPUTE_CODE, Fidelity, Precision, Recompute, Scenario
 from estimator.traffic import (
@@ -422,6 +423,13 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             f"attention kernel FlashAttention-2: {c.flash2_efficiency:g} x the GEMM efficiency "
             "on this GPU (Shah et al. 2024: FA2 reaches about half of FA3/cuDNN on Hopper)"
         )
+    if tr.flash_attention and fw.attention_kernel == "triton":
+        out.append(
+            f"attention kernel FlashAttention in Triton: FlashAttention-2's {c.flash2_efficiency:g}"
+            f" x the GEMM efficiency on this GPU, divided by {TRITON_FLASH_FORWARD_SLOWDOWN:g} "
+            f"forward and {TRITON_FLASH_BACKWARD_SLOWDOWN:g} backward (Dao 2023, "
+            "FlashAttention-2 §4.1: FA2 1.3-1.5x faster forward, ~2x backward)"
+        )
     if lay.sequence_parallel and lay.tensor > 1 and fw.sp_regather_saved_shard:
         out.append(
             "sequence parallel: each TP all-reduce is a reduce-scatter + all-gather, and the "
@@ -486,8 +494,13 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
             {
                 1: "ZeRO-1 / distributed optimizer: gradient reduce-scatter + parameter "
                 "all-gather once per iteration",
-                2: f"ZeRO-2: gradient reduce-scatter {per_mb}, parameter all-gather once "
-                "per iteration",
+                2: (
+                    "ZeRO-2 as FSDP SHARD_GRAD_OP: each layer's parameters all-gathered before "
+                    f"its forward, its gradients reduce-scattered after its backward, {per_mb}"
+                    if fw.zero2_per_layer
+                    else f"ZeRO-2: gradient reduce-scatter {per_mb}, parameter all-gather once "
+                    "per iteration"
+                ),
                 3: f"ZeRO-3: each layer's parameters all-gathered before its forward and its "
                 f"backward ({fw.zero3_gathers_per_layer} collective(s) per layer"
                 + (", again for a replay" if fw.zero3_regather_for_recompute else "")

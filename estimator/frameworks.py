@@ -54,6 +54,12 @@ Sources, per flag (dates from the Megatron-LM git history):
 - ``zero3_regather_for_recompute``: with full recompute the replayed forward gathers the
   parameters again (DeepSpeed ZeRO-3 with Megatron checkpointing); FSDP reuses the backward
   gather (one unshard per layer per backward).
+- ``zero2_per_layer``: ZeRO-2 (FSDP ``SHARD_GRAD_OP``) gathers each layer's flat parameter
+  before its forward pass and reduce-scatters its gradient after its backward pass, one
+  collective per FSDP unit like ZeRO-3 but with no backward re-gather (PyTorch FSDP1: the
+  pre-forward unshard and post-backward reduce run per handle; ``SHARD_GRAD_OP`` only skips the
+  reshard after forward, ``_should_free_in_backward`` frees after backward); off, ZeRO-2 reduces
+  and gathers the whole stage in buckets (DeepSpeed, Megatron).
 - ``grad_reduce_per_microbatch``: ZeRO-2/3 reduce-scatter gradients after every micro-batch
   (DeepSpeed ZeRO-2/3, FSDP without ``no_sync``); otherwise once per iteration.
 - ``zero3_gathers_per_layer``: collectives per layer and pass for ZeRO-3 parameters: FSDP
@@ -104,7 +110,11 @@ Sources, per flag (dates from the Megatron-LM git history):
   kernels written for the GPU generation) or ``flash2`` (FlashAttention-2, as PyTorch SDPA and
   the flash-attn 2 package run it). FA2 reaches about half of what FA3/cuDNN reach on Hopper
   (Shah et al. 2024, FlashAttention-3, §4.1: ~35 % vs ~75 % of the H100 peak); the GPU side of
-  that factor is ``ClusterSpec.flash2_efficiency``.
+  that factor is ``ClusterSpec.flash2_efficiency``. ``triton``: FlashAttention written in
+  Triton (``flash_attn_triton.py`` on the pre-MLIR Triton fork: llm-foundry's ``attn_impl:
+  triton``, the default of its benchmark script ``submit_benchmarks.py`` until March 2024), which
+  FA2 outruns 1.3-1.5x forward and about 2x backward (Dao 2023, FlashAttention-2, §4.1):
+  ``estimator.compute.TRITON_FLASH_*_SLOWDOWN`` on top of the GPU's FA2 efficiency.
 - ``fused_elementwise``: layer norms, RoPE and the gated activation run as fused kernels
   (Megatron/TE fused kernels, ``torch.compile``); off, eager PyTorch moves them through HBM once
   per elementary op (``estimator.compute.EAGER_EXTRA_PASSES``).
@@ -202,6 +212,7 @@ class Framework:
     sp_regather_saved_shard: bool = True
     zero3_gathers_per_layer: int = 1
     zero3_list_collectives: bool = False
+    zero2_per_layer: bool = False
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
     fused_elementwise: bool = True
@@ -290,7 +301,7 @@ def _describe(fw: Framework) -> str:
     )
 
 
-ATTENTION_KERNELS = ("fused", "flash2")
+ATTENTION_KERNELS = ("fused", "flash2", "triton")
 BACKWARD_PREFETCH = ("pre", "post")
 SELECTIVE_RECOMPUTE = ("attention", "op-sac")
 
@@ -403,6 +414,7 @@ _PRESETS = (
         overlap_grad_reduce=True,
         overlap_param_gather=True,
         grad_reduce_per_microbatch=True,
+        zero2_per_layer=True,
         attention_kernel="flash2",
         fused_elementwise=False,
         sp_regather_saved_shard=False,

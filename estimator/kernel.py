@@ -26,7 +26,13 @@ from estimator.bandwidth import (
     TrafficKind,
     bus_factor,
 )
-from estimator.compute import Roofline, layer_times, logits_s, logits_wgrad_s
+from estimator.compute import (
+    Roofline,
+    attention_efficiencies,
+    layer_times,
+    logits_s,
+    logits_wgrad_s,
+)
 from estimator.flops import (
     attention_core_forward_flops,
     embedding_parameters,
@@ -228,6 +234,9 @@ def evaluate(
     if fidelity is Fidelity.PAPER:
         result = _paper(ctx, peak_flops, utilization, bandwidth)
     else:
+        attention_fwd_eff, attention_bwd_eff = attention_efficiencies(
+            training.software.attention_kernel, flash2_efficiency
+        )
         roof = Roofline(
             peak_flops=peak_flops,
             utilization=utilization,
@@ -237,9 +246,8 @@ def evaluate(
             gemm_traffic_factor=gemm_traffic_factor,
             elementwise_factor=memory_traffic_factor,
             gemm_half_size_elements=gemm_half_size_elements,
-            attention_efficiency=(
-                flash2_efficiency if training.software.attention_kernel == "flash2" else 1.0
-            ),
+            attention_efficiency=attention_fwd_eff,
+            attention_backward_efficiency=attention_bwd_eff,
             fused_elementwise=training.software.fused_elementwise,
         )
         result = _detailed(ctx, roof, bandwidth)
@@ -861,8 +869,13 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # Every micro-batch: ZeRO-2 as one whole-stage reduce-scatter; ZeRO-3 layer by layer
     # (``z3_rs`` below), so it is not charged here a second time.
     ar_once = z0 + z1 * bf16_opt
+    # FSDP's SHARD_GRAD_OP (``zero2_per_layer``) gathers and reduce-scatters layer by layer
+    # like ZeRO-3 (below), without the backward re-gather; other ZeRO-2 works on the stage.
+    z2_layer = z2 * (1.0 if fw.zero2_per_layer else 0.0)
+    z2_stage = z2 - z2_layer
+    per_layer = z3 + z2_layer
     rs_once = z1 * (1.0 - bf16_opt) + (z2 + z3) * (1.0 - per_mb)
-    rs_each = z2 * per_mb
+    rs_each = z2_stage * per_mb
     dp_groups = ((dense_gpu, dense_shard), (expert_gpu, expert_shard))
     dp_ar = [
         pricer.time(
@@ -888,13 +901,18 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     ]
     dp_ag = [
         pricer.time(
-            TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), beta * n, z1 + z2
+            TrafficKind.DP,
+            Collective.ALL_GATHER,
+            grp,
+            _min(grp, ctx.nodes_dp),
+            beta * n,
+            z1 + z2_stage,
         )
         for n, grp in dp_groups
     ]
     reduce_link = ar_once * (dp_ar[0][1] + dp_ar[1][1]) + rs_once * (dp_rs[0][1] + dp_rs[1][1])
     reduce_each = rs_each * (dp_rs[0][1] + dp_rs[1][1])  # ZeRO-2/3, every micro-batch
-    gather_link = (z1 + z2) * (dp_ag[0][1] + dp_ag[1][1])
+    gather_link = (z1 + z2_stage) * (dp_ag[0][1] + dp_ag[1][1])
     # ZeRO-3 / FSDP: each layer's parameters gathered before its forward and its backward (and
     # its replay where the framework re-gathers), its gradients reduce-scattered after.
     gathers = float(fw.zero3_gathers_per_layer)
@@ -904,14 +922,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     ]
     z3_ag = [_NEVER, _NEVER]
     z3_rs = [_NEVER, _NEVER]
-    z3_gather_layer: Num = 0.0
+    z3_gather_layer: Num = 0.0  # before the forward pass (ZeRO-3 and FSDP's ZeRO-2)
+    z3_regather_layer: Num = 0.0  # before the backward pass (ZeRO-3 only)
     z3_reduce_layer: Num = 0.0
     regather = full * (1.0 if fw.zero3_regather_for_recompute else 0.0)
     z3_bwd_layer: Num = 0.0
-    any_z3 = _any(z3)
+    any_z3 = _any(per_layer)
     if any_z3:
         z3_ag = [
-            pricer.time(TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), n, z3)
+            pricer.time(
+                TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), n, per_layer
+            )
             for n, grp in z3_unit
         ]
         z3_rs = [
@@ -921,24 +942,28 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
                 grp,
                 _min(grp, ctx.nodes_dp),
                 n * beta_g / beta,
-                z3 * per_mb,
+                per_layer * per_mb,
             )
             for n, grp in z3_unit
         ]
-        z3_gather_layer = z3 * gathers * (z3_ag[0][1] + z3_ag[1][1])
-        z3_reduce_layer = z3 * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
-        z3_bwd_layer = (1.0 + regather) * z3_gather_layer + z3_reduce_layer
-    # What the compute stream waits for: the collectives, and with list-based collectives
-    # (``zero3_list_collectives``) PyTorch's copies through a flat buffer around each of them.
-    zg, zr, zb = z3_gather_layer, z3_reduce_layer, z3_bwd_layer
+        one_gather = gathers * (z3_ag[0][1] + z3_ag[1][1])
+        z3_gather_layer = per_layer * one_gather
+        z3_regather_layer = z3 * (1.0 + regather) * one_gather
+        z3_reduce_layer = per_layer * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
+        z3_bwd_layer = z3_regather_layer + z3_reduce_layer
+    # What the compute stream waits for: the collectives, and with ZeRO-3's list-based
+    # collectives (``zero3_list_collectives``) PyTorch's copies through a flat buffer around
+    # each of them.
+    zg, zrg, zr, zb = z3_gather_layer, z3_regather_layer, z3_reduce_layer, z3_bwd_layer
     if any_z3 and fw.zero3_list_collectives:
         copy_g = sum(roof.stream_s(ZERO3_LIST_GATHER_COPIES * n) for n, _ in z3_unit)
         copy_r = sum(
             roof.stream_s(ZERO3_LIST_REDUCE_COPIES * n * beta_g / beta) for n, _ in z3_unit
         )
         zg = z3_gather_layer + z3 * gathers * copy_g
+        zrg = z3_regather_layer + z3 * (1.0 + regather) * gathers * copy_g
         zr = z3_reduce_layer + z3 * per_mb * gathers * copy_r
-        zb = (1.0 + regather) * zg + zr
+        zb = zrg + zr
     ogr = fw.overlap_grad_reduce
 
     def zero3_exposed(layers: Num) -> Num:
@@ -955,8 +980,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             # FSDP BACKWARD_POST: the next layer's gather is issued after this layer's gradient
             # computation and only its reduce-scatter overlaps the next one (PyTorch FSDP
             # BackwardPrefetch documentation): every backward gather is exposed.
-            regathers = (1.0 + regather) * zg
-            bwd = layers * regathers + zr
+            bwd = layers * zrg + zr
             bwd = bwd + rest * _max(zr - layer_bwd - layer_replay, 0.0)
             return fwd + bwd
         bwd = zb + rest * _max(zb - layer_bwd - layer_replay, 0.0)
@@ -1183,7 +1207,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             rs_once + rs_each * m,
             False,
         )
-        rec(TrafficKind.DP, Collective.ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2, False)
+        rec(TrafficKind.DP, Collective.ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2_stage, False)
     for (n, grp), ag_, rs_ in zip(z3_unit, z3_ag, z3_rs, strict=True):
         nodes = _min(grp, ctx.nodes_dp)
         rec(
@@ -1193,7 +1217,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             nodes,
             n,
             ag_,
-            z3 * gathers * layers_pace * (2.0 + regather),
+            gathers * layers_pace * (per_layer + z3 * (1.0 + regather)),
             True,
         )
         rec(
@@ -1203,7 +1227,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             nodes,
             n * beta_g / beta,
             rs_,
-            z3 * per_mb * gathers * layers_pace,
+            per_layer * per_mb * gathers * layers_pace,
             True,
         )
     rec(

@@ -329,14 +329,23 @@ _FLAG_MAP: dict[str, tuple[str, ...]] = {
     "fsdp2_prefetch": ("fsdp_prefetch",),
     "torch_compile": ("fused_elementwise",),
 }
-# Published settings that choose a kernel rather than switch an overlap on: the flag, the
-# framework field and its value. ``flash_attn2``: the run disabled cuDNN fused attention
-# (``NVTE_FUSED_ATTN=0``), so Transformer Engine's DotProductAttention falls back to the
-# flash-attn 2 package (TransformerEngine v1.13 ``pytorch/attention.py``: FlashAttention 3 only
-# with the separately installed ``flashattn-hopper``).
-_KERNEL_FLAGS: dict[str, tuple[str, str]] = {
-    "flash_attn2": ("attention_kernel", "flash2"),
+# Published software choices (same column) that set a framework flag to a value.
+_VALUE_FLAG_MAP: dict[str, dict[str, str]] = {
+    # llm-foundry's attn_impl: triton (FlashAttention in Triton), its benchmark script's default
+    # until 2024-03 (scripts/train/benchmarking/submit_benchmarks.py).
+    "attn_impl_triton": {"attention_kernel": "triton"},
+    # The run disabled cuDNN fused attention (``NVTE_FUSED_ATTN=0``), so Transformer Engine's
+    # DotProductAttention falls back to the flash-attn 2 package (TransformerEngine v1.13
+    # ``pytorch/attention.py``: FlashAttention 3 only with the separately installed
+    # ``flashattn-hopper``).
+    "flash_attn2": {"attention_kernel": "flash2"},
+    # FSDP BackwardPrefetch.BACKWARD_PRE where a run set it (Composer's default is BACKWARD_POST).
+    "fsdp_backward_prefetch_pre": {"fsdp_backward_prefetch": "pre"},
 }
+# Published gradient-reduction dtypes (same column): Composer's FSDP mixed precision DEFAULT
+# reduces gradients in fp32 (composer/trainer/mosaic_fsdp_utils.py, get_mixed_precision:
+# param_dtype = the autocast precision, reduce_dtype = torch.float32; PURE reduces in it).
+_GRAD_REDUCE_FLAGS: dict[str, str] = {"grad_reduce_fp32": "fp32"}
 # Flags a non-blank overlap_flags cell turns off when it does not list them (the cell is the
 # run's complete list of communication overlaps).
 _LISTED_OVERLAPS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p")
@@ -368,9 +377,7 @@ def framework_for(meta: dict[str, str]) -> Framework:
     for flag in flags:
         for target in _FLAG_MAP.get(flag, ()):
             overrides[target] = True
-        if flag in _KERNEL_FLAGS:
-            field, value = _KERNEL_FLAGS[flag]
-            overrides[field] = value
+        overrides.update(_VALUE_FLAG_MAP.get(flag, {}))
     return fw.replace(**overrides)
 
 
@@ -400,6 +407,8 @@ def load_runs(text: str | None = None) -> tuple[list[PublishedRun], list[Exclude
             )
             continue
         meta = {c: row.get(c, "") for c in META_COLUMNS}
+        flags = [f.strip() for f in (meta.get("overlap_flags") or "").split(";")]
+        reduce = next((_GRAD_REDUCE_FLAGS[f] for f in flags if f in _GRAD_REDUCE_FLAGS), None)
         try:
             training = TrainingSpec(
                 global_batch_size=int(row["global_batch_size"]),
@@ -408,6 +417,7 @@ def load_runs(text: str | None = None) -> tuple[list[PublishedRun], list[Exclude
                 precision=(row["precision"] or "fp16"),  # type: ignore[arg-type]
                 flash_attention=_bool(row["flash_attention"], False),
                 framework=framework_for(meta),
+                grad_reduce_precision=reduce,  # type: ignore[arg-type]
             )
             layout = LayoutSpec(
                 pipeline=int(row["pipeline"]),

@@ -28,7 +28,15 @@ from estimator import (
 )
 from estimator.bandwidth import Collective, TrafficKind
 from estimator.calibrated import FITTED_COMPUTE
-from estimator.compute import HBM_EFFICIENCY, LayerTimes, Roofline, layer_times
+from estimator.compute import (
+    HBM_EFFICIENCY,
+    TRITON_FLASH_BACKWARD_SLOWDOWN,
+    TRITON_FLASH_FORWARD_SLOWDOWN,
+    LayerTimes,
+    Roofline,
+    attention_efficiencies,
+    layer_times,
+)
 from estimator.engine import CollectiveUse
 from estimator.errors import LayoutError, ValidationError
 from estimator.frameworks import (
@@ -635,6 +643,34 @@ def test_zero3_list_collectives_copy_through_a_flat_buffer(gpt3: ModelSpec) -> N
     assert on.link_s["dp"] == off.link_s["dp"]  # HBM copies, not link time
 
 
+def test_fsdp_shard_grad_op_gathers_and_reduces_layer_by_layer(gpt3: ModelSpec) -> None:
+    # FSDP SHARD_GRAD_OP: each layer's flat parameter is gathered before its forward pass and
+    # its gradient reduce-scattered after its backward pass (one collective per FSDP unit, no
+    # backward re-gather); DeepSpeed's ZeRO-2 reduces and gathers the whole stage.
+    layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=2)
+    m, layers = 2, 96
+
+    def dp(framework: str, op: Collective) -> list[CollectiveUse]:
+        tr = TrainingSpec(global_batch_size=1536, micro_batch_size=2, framework=framework)
+        e = estimate(Scenario(gpt3, tr, layout, a100()))
+        return [
+            c
+            for c in e.collectives
+            if c.kind is TrafficKind.DP and c.op is op and c.calls_per_iteration
+        ]
+
+    gathers, reduces = dp("fsdp", Collective.ALL_GATHER), dp("fsdp", Collective.REDUCE_SCATTER)
+    assert sum(c.calls_per_iteration for c in gathers) == m * layers
+    assert sum(c.calls_per_iteration for c in reduces) == m * layers
+    layer_params = 12 * 12288**2 + 13 * 12288  # GPT-3 175B layer: 4 weights and their biases
+    assert all(c.size_bytes == pytest.approx(2 * layer_params, rel=1e-3) for c in gathers)
+    stage_gathers = dp("deepspeed", Collective.ALL_GATHER)
+    assert sum(c.calls_per_iteration for c in stage_gathers) == 1
+    assert stage_gathers[0].size_bytes > layers * gathers[0].size_bytes
+    assert not framework_preset("deepspeed").zero2_per_layer
+    assert framework_preset("llm-foundry").zero2_per_layer
+
+
 def test_zero3_gradients_are_reduce_scattered_once_per_layer_not_again_per_stage(
     gpt3: ModelSpec,
 ) -> None:
@@ -832,6 +868,7 @@ def test_moe_activation_traffic_counts_every_routed_copy_at_the_expert_width() -
         "llm-foundry",
         "torchtitan",
         "async-tp",
+        "llm-foundry-triton",
     ],
 )
 @pytest.mark.parametrize("precision", [Precision.BF16, Precision.FP8])
@@ -841,13 +878,17 @@ def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
     fw = (
         framework_preset("torchtitan").replace(tp_comm_overlap=True)
         if framework == "async-tp"
+        else framework_preset("llm-foundry").replace(attention_kernel="triton")
+        if framework == "llm-foundry-triton"
         else framework_preset(framework)
     )
     training = TrainingSpec(global_batch_size=64, precision=precision, framework=fw)
-    cluster = a100(gemm_traffic_factor=0.3, fp8_utilization=0.55, peak_flops=624e12)
+    cluster = a100(
+        gemm_traffic_factor=0.3, fp8_utilization=0.55, peak_flops=624e12, flash2_efficiency=0.5
+    )
     rows = []
     for p, t, cp, ep, b, rc, sp, zero in itertools.product(
-        (1, 2), (1, 2, 4), (1, 2), (1, 2, 8), (1, 2), (0, 1, 2), (0, 1), (0, 1, 3)
+        (1, 2), (1, 2, 4), (1, 2), (1, 2, 8), (1, 2), (0, 1, 2), (0, 1), (0, 1, 2, 3)
     ):
         d = 64 // (p * t * cp)
         layout = LayoutSpec(
@@ -973,3 +1014,65 @@ def test_flash_attention_backward_runs_its_flops_slower_than_the_forward() -> No
     )
     times = _one_layer(model, 989e12, t=1.0, flash=True)
     assert times.attention_bwd / times.attention_fwd == pytest.approx(2.5 / 0.87, rel=1e-12)
+
+
+def test_triton_flash_attention_runs_the_fa2_paper_ratios_slower_than_flash2() -> None:
+    # Dao 2023 (FlashAttention-2) §4.1: FA2 is 1.3-1.5x faster than FlashAttention in Triton
+    # forward and about 2x backward; llm-foundry's attn_impl: triton runs the Triton kernel.
+    model = ModelSpec(
+        num_layers=1, hidden_size=2560, num_attention_heads=20, seq_length=8192, vocab_size=50368
+    )
+
+    def attention(kernel: str) -> LayerTimes:
+        fwd_eff, bwd_eff = attention_efficiencies(kernel, 0.5)
+        roof = Roofline(
+            peak_flops=989e12,
+            utilization=0.7,
+            fp8_utilization=None,
+            fp8=False,
+            hbm_bytes_per_s=0.0,
+            gemm_traffic_factor=0.0,
+            elementwise_factor=0.0,
+            attention_efficiency=fwd_eff,
+            attention_backward_efficiency=bwd_eff,
+        )
+        return layer_times(
+            model,
+            roof,
+            b=1.0,
+            t=1.0,
+            cp=1.0,
+            sp=0.0,
+            beta=2.0,
+            flash=True,
+            moe=False,
+            imbalance=1.0,
+            ep=1.0,
+        )
+
+    fa2, triton = attention("flash2"), attention("triton")
+    assert TRITON_FLASH_FORWARD_SLOWDOWN == 1.4 and TRITON_FLASH_BACKWARD_SLOWDOWN == 2.0
+    assert triton.attention_fwd / fa2.attention_fwd == pytest.approx(1.4, rel=1e-12)
+    assert triton.attention_bwd / fa2.attention_bwd == pytest.approx(2.0, rel=1e-12)
+    assert triton.linear_fwd == fa2.linear_fwd
+    assert attention_efficiencies("fused", 0.5) == (1.0, 1.0)
+
+
+def test_triton_attention_is_a_framework_choice_named_in_the_assumptions() -> None:
+    model = ModelSpec(
+        num_layers=4, hidden_size=2560, num_attention_heads=20, seq_length=4096, vocab_size=50368
+    )
+    cluster = a100(flash2_efficiency=0.5)
+    layout = LayoutSpec(pipeline=1, tensor=1, data=8, zero_stage=3)
+
+    def run(kernel: str) -> Estimate:
+        fw = framework_preset("llm-foundry").replace(attention_kernel=kernel)
+        training = TrainingSpec(global_batch_size=8, micro_batch_size=1, framework=fw)
+        return estimate(Scenario(model, training, layout, cluster))
+
+    fa2, triton = run("flash2"), run("triton")
+    assert triton.breakdown.compute_s > fa2.breakdown.compute_s
+    assert any("FlashAttention in Triton" in a for a in triton.assumptions)
+    assert not any("FlashAttention in Triton" in a for a in fa2.assumptions)
+    with pytest.raises(ValidationError):
+        framework_preset("llm-foundry").replace(attention_kernel="xformers")
