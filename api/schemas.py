@@ -329,6 +329,11 @@ class FrameworkOverridesIn(_In):
         description="fused (TE/cuDNN, FlashAttention-3), flash2 (FlashAttention-2) or triton "
         "(FlashAttention in Triton, llm-foundry's attn_impl: triton)",
     )
+    grad_reduce_fp32: bool | None = Field(
+        None,
+        description="gradients reduced over data parallelism in fp32 unless "
+        "grad_reduce_precision says otherwise (torchtitan's FSDP2 reduce dtype)",
+    )
     fused_elementwise: bool | None = Field(
         None, description="fused norms/RoPE/activations (Megatron/TE kernels, torch.compile)"
     )

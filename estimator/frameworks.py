@@ -115,6 +115,11 @@ Sources, per flag (dates from the Megatron-LM git history):
   triton``, the default of its benchmark script ``submit_benchmarks.py`` until March 2024), which
   FA2 outruns 1.3-1.5x forward and about 2x backward (Dao 2023, FlashAttention-2, §4.1):
   ``estimator.compute.TRITON_FLASH_*_SLOWDOWN`` on top of the GPU's FA2 efficiency.
+- ``grad_reduce_fp32``: the trainer reduces gradients over the data-parallel group in fp32
+  unless the request names a ``grad_reduce_precision`` (torchtitan: FSDP2's
+  ``MixedPrecisionPolicy(reduce_dtype=...)`` from ``training.mixed_precision_reduce``, whose only
+  choice is ``float32``: ``torchtitan/config_manager.py`` at 9dec370 (2024-12) and 820504e
+  (2025-06)); off, gradients travel in the training precision.
 - ``fused_elementwise``: layer norms, RoPE and the gated activation run as fused kernels
   (Megatron/TE fused kernels, ``torch.compile``); off, eager PyTorch moves them through HBM once
   per elementary op (``estimator.compute.EAGER_EXTRA_PASSES``).
@@ -215,6 +220,7 @@ class Framework:
     zero2_per_layer: bool = False
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
+    grad_reduce_fp32: bool = False
     fused_elementwise: bool = True
     tp_comm_overlap_backward: bool = True
     selective_recompute: str = "attention"
@@ -436,11 +442,12 @@ _PRESETS = (
             "torchtitan (PyTorch FSDP2 + DTensor TP/SP): as fsdp; selective recompute is "
             "torch's op-level SAC (every other GEMM and all element-wise ops replayed, "
             "attention saved); async TP overlaps the forward pass's TP collectives only; "
-            "float8 TP all-gathers FP8 elements"
+            "float8 TP all-gathers FP8 elements; gradients reduced in fp32"
         ),
         tp_comm_overlap_backward=False,
         selective_recompute="op-sac",
         tp_fp8_all_gather=True,
+        grad_reduce_fp32=True,
     ),
 )
 

@@ -237,9 +237,13 @@ class TrainingSpec:
 
     @property
     def grad_bytes(self) -> int:
-        """β_g: bytes per gradient element in the DP reduction."""
+        """β_g: bytes per gradient element in the DP reduction: the request's
+        ``grad_reduce_precision``, else fp32 where the framework reduces in it
+        (``Framework.grad_reduce_fp32``), else the training precision."""
         if self.grad_reduce_precision is not None:
             return BYTES_PER_ELEMENT[self.grad_reduce_precision]
+        if self.software.grad_reduce_fp32:
+            return BYTES_PER_ELEMENT[Precision.FP32]
         return max(2, BYTES_PER_ELEMENT[self.precision])
 
 

@@ -1076,3 +1076,38 @@ def test_triton_attention_is_a_framework_choice_named_in_the_assumptions() -> No
     assert not any("FlashAttention in Triton" in a for a in fa2.assumptions)
     with pytest.raises(ValidationError):
         framework_preset("llm-foundry").replace(attention_kernel="xformers")
+
+
+def test_torchtitan_reduces_gradients_in_fp32_unless_the_request_says(gpt3: ModelSpec) -> None:
+    # torchtitan's FSDP2 MixedPrecisionPolicy takes reduce_dtype from
+    # training.mixed_precision_reduce, whose only choice is float32 (config_manager.py at 9dec370
+    # and 820504e): the ZeRO-3 reduce-scatters carry 4 B per gradient element, gathers 2 B.
+    layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
+
+    def dp_bytes(training: TrainingSpec, op: Collective) -> set[float]:
+        e = estimate(Scenario(gpt3, training, layout, a100()))
+        return {
+            c.size_bytes
+            for c in e.collectives
+            if c.kind is TrafficKind.DP and c.op is op and c.calls_per_iteration
+        }
+
+    def training(framework: str, reduce: Precision | None = None) -> TrainingSpec:
+        return TrainingSpec(
+            global_batch_size=1536,
+            precision=Precision.BF16,
+            framework=framework,
+            grad_reduce_precision=reduce,
+        )
+
+    assert framework_preset("torchtitan").grad_reduce_fp32
+    assert not framework_preset("fsdp").grad_reduce_fp32
+    (titan,) = dp_bytes(training("torchtitan"), Collective.REDUCE_SCATTER)
+    (plain,) = dp_bytes(training("fsdp"), Collective.REDUCE_SCATTER)
+    assert titan == pytest.approx(2.0 * plain, rel=1e-12)
+    assert dp_bytes(training("torchtitan"), Collective.ALL_GATHER) == dp_bytes(
+        training("fsdp"), Collective.ALL_GATHER
+    )
+    (told,) = dp_bytes(training("torchtitan", Precision.BF16), Collective.REDUCE_SCATTER)
+    assert told == pytest.approx(plain, rel=1e-12)
+    assert training("torchtitan").grad_bytes == 4
