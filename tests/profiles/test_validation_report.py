@@ -230,14 +230,17 @@ def test_published_overlap_flags_are_the_complete_list() -> None:
     assert fa2.tp_comm_overlap and not fa2.overlap_grad_reduce
 
 
-def test_grok_rows_run_flash_attention_2() -> None:
-    # grok1/configure.sh exports NVTE_FUSED_ATTN=0 (llama3.1/configure.sh: NVTE_FUSED_ATTN=1).
+def test_grok_and_nemotron_340b_rows_run_flash_attention_2() -> None:
+    # grok1/configure.sh and nemotron/configure.sh for 340b export NVTE_FUSED_ATTN=0
+    # (llama3.1/, nemo_megatron/ and nemotron's 15b branch: NVTE_FUSED_ATTN=1).
     runs, _ = load_runs()
     kernels = {
         r.id: framework_for(r.meta).attention_kernel for r in runs if r.id.startswith("dgxc_")
     }
-    assert {k for i, k in kernels.items() if i.startswith("dgxc_grok1_")} == {"flash2"}
-    assert {k for i, k in kernels.items() if not i.startswith("dgxc_grok1_")} == {"fused"}
+    fa2 = ("dgxc_grok1_", "dgxc_nemotron4_340b_")
+    assert {k for i, k in kernels.items() if i.startswith(fa2)} == {"flash2"}
+    assert {k for i, k in kernels.items() if not i.startswith(fa2)} == {"fused"}
+    assert sum(i.startswith("dgxc_nemotron4_340b_") for i in kernels) == 4
 
 
 def test_llm_foundry_rows_run_the_attention_kernel_of_their_benchmark_script(
