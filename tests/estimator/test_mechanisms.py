@@ -29,6 +29,8 @@ from estimator import (
 from estimator.bandwidth import Collective, TrafficKind
 from estimator.calibrated import FITTED_COMPUTE
 from estimator.compute import (
+    FLASH_BACKWARD_EFFICIENCY,
+    FLASH_BACKWARD_RATIO,
     HBM_EFFICIENCY,
     TRITON_FLASH_BACKWARD_SLOWDOWN,
     TRITON_FLASH_FORWARD_SLOWDOWN,
@@ -1056,6 +1058,25 @@ def test_triton_flash_attention_runs_the_fa2_paper_ratios_slower_than_flash2() -
     assert triton.attention_bwd / fa2.attention_bwd == pytest.approx(2.0, rel=1e-12)
     assert triton.linear_fwd == fa2.linear_fwd
     assert attention_efficiencies("fused", 0.5) == (1.0, 1.0)
+    # Activation checkpointing replays the forward with the same kernel: the full and the
+    # selective replay both carry the Triton forward slowdown (and nothing else differs).
+    for full, selective in ((1.0, 0.0), (0.0, 1.0)):
+        extra = triton.replay(full, selective) - fa2.replay(full, selective)
+        assert extra == pytest.approx(0.4 * fa2.attention_fwd, rel=1e-12)
+
+
+def test_triton_ratios_lie_within_the_fa2_papers_measured_fwd_bwd_speed_ratios() -> None:
+    # Dao 2023 (FlashAttention-2) Fig. 4c/4d, A100 80GB, causal, forward + backward TFLOP/s
+    # printed on the bars (FA2 / FlashAttention Triton) for sequence lengths 512 .. 16k, head
+    # dims 64 and 128 (flash-attention repo assets/flash2_a100_fwd_bwd_benchmark.png @ 4f285b35).
+    fa2 = (88, 119, 140, 156, 165, 171, 99, 133, 155, 173, 182, 189)
+    triton = (59, 75, 79, 76, 79, 80, 50, 61, 68, 74, 78, 80)
+    ratios = [f / t for f, t in zip(fa2, triton, strict=True)]
+    # The engine's forward + backward time ratio: FA2's backward takes k x its forward time.
+    k = FLASH_BACKWARD_RATIO / FLASH_BACKWARD_EFFICIENCY
+    engine = (TRITON_FLASH_FORWARD_SLOWDOWN + k * TRITON_FLASH_BACKWARD_SLOWDOWN) / (1.0 + k)
+    assert min(ratios) < engine < max(ratios)
+    assert engine == pytest.approx(1.845, abs=1e-3)
 
 
 def test_triton_attention_is_a_framework_choice_named_in_the_assumptions() -> None:
