@@ -244,7 +244,8 @@ def estimate(scenario: Scenario) -> Estimate:
                 provider=provider,
             )
         )
-        traffic[call.kind.value] += float(bus_factor(call.op, float(ranks))) * size * count
+        # A StrEnum member hashes and compares as its value (``.value`` is a slow property).
+        traffic[call.kind] += float(bus_factor(call.op, float(ranks))) * size * count
 
     terms = k.terms
     breakdown = Breakdown(

@@ -60,6 +60,26 @@ from estimator.specs import (
     parse_rank_order,
 )
 
+# Enum members as module constants: ``TrafficKind.TP`` is a class-attribute lookup through
+# the Enum metaclass (~100 ns in CPython 3.11), and one estimate makes ~80 of them.
+_ALLTOALL = Collective.ALLTOALL
+_ALL_GATHER = Collective.ALL_GATHER
+_ALL_REDUCE = Collective.ALL_REDUCE
+_REDUCE_SCATTER = Collective.REDUCE_SCATTER
+_SENDRECV = Collective.SENDRECV
+_PAPER = Fidelity.PAPER
+_BF16 = Precision.BF16
+_FP16 = Precision.FP16
+_FP32 = Precision.FP32
+_FP8 = Precision.FP8
+_TF32 = Precision.TF32
+_CP = TrafficKind.CP
+_DP = TrafficKind.DP
+_EMBEDDING_SYNC = TrafficKind.EMBEDDING_SYNC
+_EXPERT = TrafficKind.EXPERT
+_PP = TrafficKind.PP
+_TP = TrafficKind.TP
+
 # The breakdown's named terms (a contract: terms are added, never renamed).
 TERMS = ("compute", "tp", "cp", "pp", "dp", "bubble", "embedding_sync", "expert", "optimizer")
 
@@ -149,7 +169,7 @@ class Call:
     time_per_call_s: Num = 0.0
 
     def __post_init__(self) -> None:
-        self.term = self.term or self.kind.value
+        self.term = self.term or str(self.kind)  # its value (a StrEnum); .value is slower
 
 
 @dataclass(slots=True)
@@ -231,7 +251,7 @@ def evaluate(
     every operation and collective of the pipeline's stages (see :func:`_detailed`).
     """
     ctx = _Context.make(model, training, lay, gpus_per_node, rank_order)
-    if fidelity is Fidelity.PAPER:
+    if fidelity is _PAPER:
         result = _paper(ctx, peak_flops, utilization, bandwidth)
     else:
         attention_fwd_eff, attention_bwd_eff = attention_efficiencies(
@@ -241,7 +261,7 @@ def evaluate(
             peak_flops=peak_flops,
             utilization=utilization,
             fp8_utilization=fp8_utilization,
-            fp8=training.precision is Precision.FP8,
+            fp8=training.precision is _FP8,
             hbm_bytes_per_s=(memory_bandwidth_gbps or 0.0) * 1e9,
             gemm_traffic_factor=gemm_traffic_factor,
             elementwise_factor=memory_traffic_factor,
@@ -254,7 +274,7 @@ def evaluate(
     forward, logits, core = _iteration_flops(model, ctx.gb * ctx.s)
     model_flops = 3.0 * forward
     if training.software.selective_recompute == "op-sac":
-        fp8 = training.precision is Precision.FP8
+        fp8 = training.precision is _FP8
         selective_replay = _op_sac_replay_flops(model, ctx.gb * ctx.s, fp8)
     else:
         selective_replay = ctx.l * core
@@ -485,21 +505,15 @@ def _paper(
     flops_mb = (6.0 + 2.0 * ctx.full) * n_params / (p * t) * b * ctx.s
     s_act = ctx.beta * b * ctx.s * ctx.h
     tp_count = ctx.l / p * 4.0
-    tp = pricer.time(TrafficKind.TP, Collective.ALL_REDUCE, t, ctx.nodes_tp, s_act)
-    pricer.record(TrafficKind.TP, Collective.ALL_REDUCE, t, ctx.nodes_tp, s_act, tp, tp_count, True)
+    tp = pricer.time(_TP, _ALL_REDUCE, t, ctx.nodes_tp, s_act)
+    pricer.record(_TP, _ALL_REDUCE, t, ctx.nodes_tp, s_act, tp, tp_count, True)
     pp_count = 2.0 * v * ctx.has_pp
     pp_ranks = 2.0 + 0.0 * p
-    pp = pricer.time(
-        TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, s_act, needed=pp_count
-    )
-    pricer.record(
-        TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, s_act, pp, pp_count, True
-    )
+    pp = pricer.time(_PP, _SENDRECV, pp_ranks, ctx.nodes_pp, s_act, needed=pp_count)
+    pricer.record(_PP, _SENDRECV, pp_ranks, ctx.nodes_pp, s_act, pp, pp_count, True)
     dp_size = ctx.beta_g * n_params / (p * t)
-    dp = pricer.time(TrafficKind.DP, Collective.ALL_REDUCE, d, ctx.nodes_dp, dp_size)
-    pricer.record(
-        TrafficKind.DP, Collective.ALL_REDUCE, d, ctx.nodes_dp, dp_size, dp, 1.0 + 0.0 * p, False
-    )
+    dp = pricer.time(_DP, _ALL_REDUCE, d, ctx.nodes_dp, dp_size)
+    pricer.record(_DP, _ALL_REDUCE, d, ctx.nodes_dp, dp_size, dp, 1.0 + 0.0 * p, False)
     compute_mb = flops_mb / (utilization * peak_flops)
     tp_mb = tp[1] * tp_count
     pp_mb = pp[1] * pp_count
@@ -684,7 +698,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # temporary, then added to the fp32 gradient, every micro-batch; at the end the whole
     # gradient all-reduced, the owned shard stepped and the weights all-gathered (frameworks.py,
     # ``bf16_optimizer``).
-    bf16_opt = 1.0 if fw.bf16_optimizer and training.precision is Precision.BF16 else 0.0
+    bf16_opt = 1.0 if fw.bf16_optimizer and training.precision is _BF16 else 0.0
     acc_per_param: Num = fw.accumulation_bytes_per_parameter
     if bf16_opt:
         acc_per_param = acc_per_param + z1 * (BF16_OPTIMIZER_ACCUMULATION_BYTES - acc_per_param)
@@ -696,8 +710,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # --- collectives: one question each ------------------------------------------------------
     s_act = beta * b * (s / cp) * h
     no_sp = 1.0 - sp
-    tp_ar = pricer.time(TrafficKind.TP, Collective.ALL_REDUCE, t, ctx.nodes_tp, s_act, no_sp)
-    tp_rs = pricer.time(TrafficKind.TP, Collective.REDUCE_SCATTER, t, ctx.nodes_tp, s_act, sp)
+    tp_ar = pricer.time(_TP, _ALL_REDUCE, t, ctx.nodes_tp, s_act, no_sp)
+    tp_rs = pricer.time(_TP, _REDUCE_SCATTER, t, ctx.nodes_tp, s_act, sp)
     split = _max(lay.sg * _gt(t, 1.0) * (1.0 if fw.pp_scatter_gather else 0.0), sp)
     # Transfers per micro-batch and chunk: a send paired with a receive twice (1F1B), or four
     # blocking ones (DeepSpeed's pipeline engine).
@@ -714,17 +728,13 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         pp_gather = v * has_pp * (split * (1.0 + out_regather) + split_g) * no_sp
     else:
         pp_gather = pp_count * split * no_sp
-    tp_ag = pricer.time(
-        TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, s_act, sp + pp_gather
-    )
+    tp_ag = pricer.time(_TP, _ALL_GATHER, t, ctx.nodes_tp, s_act, sp + pp_gather)
     ar, rs, ag = tp_ar[1], tp_rs[1], tp_ag[1]
     # The transformer layers' all-gathers: 1-byte elements under float8 TP (a block's input
     # and a row-parallel layer's output gradient are cast on the shard, then gathered); the
     # logit layer, the embedding and the pipeline's gathers stay 16-bit.
     tp_ag_layer = (
-        pricer.time(TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, s_act / beta, sp)
-        if fp8_gather
-        else tp_ag
+        pricer.time(_TP, _ALL_GATHER, t, ctx.nodes_tp, s_act / beta, sp) if fp8_gather else tp_ag
     )
     agl = tp_ag_layer[1]
 
@@ -778,8 +788,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     mlp_ag_count: Num = 0.0
     if moe_frac and _any(sp):
         routed = float(model.moe_top_k) * s_act
-        moe_ag = pricer.time(TrafficKind.TP, Collective.ALL_GATHER, t, ctx.nodes_tp, routed, sp)
-        moe_rs = pricer.time(TrafficKind.TP, Collective.REDUCE_SCATTER, t, ctx.nodes_tp, routed, sp)
+        moe_ag = pricer.time(_TP, _ALL_GATHER, t, ctx.nodes_tp, routed, sp)
+        moe_rs = pricer.time(_TP, _REDUCE_SCATTER, t, ctx.nodes_tp, routed, sp)
         dispatch = sp * (2.0 + full) * (moe_ag[1] + moe_rs[1])
         mlp_ag_count = sp * (2.0 + sp_regather + full + 0.5 * sac_gathers)
         mlp_link = mlp_ag_count * agl + sp * (2.0 + full) * rs
@@ -827,8 +837,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     cp_link_layer: Num = 0.0
     cp_exposed_layer: Num = 0.0
     if _any(cp - 1.0):
-        cp_ag = pricer.time(TrafficKind.CP, Collective.ALL_GATHER, cp, ctx.nodes_cp, kv_bytes)
-        cp_rs = pricer.time(TrafficKind.CP, Collective.REDUCE_SCATTER, cp, ctx.nodes_cp, kv_bytes)
+        cp_ag = pricer.time(_CP, _ALL_GATHER, cp, ctx.nodes_cp, kv_bytes)
+        cp_rs = pricer.time(_CP, _REDUCE_SCATTER, cp, ctx.nodes_cp, kv_bytes)
         cp_link_layer = (2.0 + full) * cp_ag[1] + cp_rs[1]
         cp_exposed_layer = (
             _max(cp_link_layer - layer_attention, 0.0) if fw.cp_overlap else cp_link_layer
@@ -840,27 +850,21 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     ep_layer: Num = 0.0
     if moe_frac:
         a2a_bytes = beta * b * (s / cp) * h * float(model.moe_top_k) / _where(sp, t, 1.0)
-        ep_a2a = pricer.time(
-            TrafficKind.EXPERT, Collective.ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, moe_frac
-        )
+        ep_a2a = pricer.time(_EXPERT, _ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, moe_frac)
         ep_layer = moe_frac * (4.0 + 2.0 * full) * ep_a2a[1]
 
     # PP: activation forward, gradient backward, per chunk; 1/t of it with scatter/gather or
     # SP, then an all-gather over the TP group (charged to pp: the pipeline waits on it).
     send_bytes = s_act / _where(split, t, 1.0)
     pp_ranks = 2.0 + 0.0 * p
-    pp_send = pricer.time(
-        TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, send_bytes, pp_count
-    )
+    pp_send = pricer.time(_PP, _SENDRECV, pp_ranks, ctx.nodes_pp, send_bytes, pp_count)
     pp_sends = pp_count * pp_send[1]
     grad_bytes = send_bytes
     pp_send_g = pp_send
     if whole_grads:
         # Half the transfers carry activations, half gradients (sent whole).
         grad_bytes = s_act / _where(split_g, t, 1.0)
-        pp_send_g = pricer.time(
-            TrafficKind.PP, Collective.SENDRECV, pp_ranks, ctx.nodes_pp, grad_bytes, pp_count
-        )
+        pp_send_g = pricer.time(_PP, _SENDRECV, pp_ranks, ctx.nodes_pp, grad_bytes, pp_count)
         pp_sends = 0.5 * pp_count * (pp_send[1] + pp_send_g[1])
     pp_link = pp_sends + pp_gather * ag
 
@@ -879,8 +883,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     dp_groups = ((dense_gpu, dense_shard), (expert_gpu, expert_shard))
     dp_ar = [
         pricer.time(
-            TrafficKind.DP,
-            Collective.ALL_REDUCE,
+            _DP,
+            _ALL_REDUCE,
             grp,
             _min(grp, ctx.nodes_dp),
             beta_g * n,
@@ -890,8 +894,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     ]
     dp_rs = [
         pricer.time(
-            TrafficKind.DP,
-            Collective.REDUCE_SCATTER,
+            _DP,
+            _REDUCE_SCATTER,
             grp,
             _min(grp, ctx.nodes_dp),
             beta_g * n,
@@ -901,8 +905,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     ]
     dp_ag = [
         pricer.time(
-            TrafficKind.DP,
-            Collective.ALL_GATHER,
+            _DP,
+            _ALL_GATHER,
             grp,
             _min(grp, ctx.nodes_dp),
             beta * n,
@@ -930,15 +934,13 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     any_z3 = _any(per_layer)
     if any_z3:
         z3_ag = [
-            pricer.time(
-                TrafficKind.DP, Collective.ALL_GATHER, grp, _min(grp, ctx.nodes_dp), n, per_layer
-            )
+            pricer.time(_DP, _ALL_GATHER, grp, _min(grp, ctx.nodes_dp), n, per_layer)
             for n, grp in z3_unit
         ]
         z3_rs = [
             pricer.time(
-                TrafficKind.DP,
-                Collective.REDUCE_SCATTER,
+                _DP,
+                _REDUCE_SCATTER,
                 grp,
                 _min(grp, ctx.nodes_dp),
                 n * beta_g / beta,
@@ -1066,7 +1068,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     if moe_frac:
         owned = owned + expert_gpu / _where(sharded, expert_shard, 1.0)
     opt_bytes = fw.optimizer_bytes_per_parameter
-    if training.precision is Precision.FP16 and opt_bytes:
+    if training.precision is _FP16 and opt_bytes:
         opt_bytes = opt_bytes + FP16_UNSCALE_BYTES
     opt_stream = owned * opt_bytes
     if bf16_opt:
@@ -1081,8 +1083,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # The tied embedding's gradient: fp32 under BF16_Optimizer (it reduces ``weight._hp_grad``).
     emb_bytes = 4.0 if bf16_opt else beta_g
     emb_sync = pricer.time(
-        TrafficKind.EMBEDDING_SYNC,
-        Collective.ALL_REDUCE,
+        _EMBEDDING_SYNC,
+        _ALL_REDUCE,
         pp_ranks,
         ctx.nodes_pp,
         emb_bytes * vocab * h / t,
@@ -1117,10 +1119,10 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     with_logits = _where(first_paces, single, _where(mid_paces, 0.0, has_pp))
     with_emb = first_paces
     rec = pricer.record
-    tpk, nt = TrafficKind.TP, ctx.nodes_tp
+    tpk, nt = _TP, ctx.nodes_tp
     rec(
         tpk,
-        Collective.ALL_REDUCE,
+        _ALL_REDUCE,
         t,
         nt,
         s_act,
@@ -1130,7 +1132,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     )
     rec(
         tpk,
-        Collective.REDUCE_SCATTER,
+        _REDUCE_SCATTER,
         t,
         nt,
         s_act,
@@ -1142,17 +1144,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     layer_ags = layers_pace * (ag_layer - moe_frac * mlp_ag_count)
     edge_ags = sp * ((1.0 + sp_regather) * with_logits + with_emb)
     if fp8_gather:
-        rec(tpk, Collective.ALL_GATHER, t, nt, s_act / beta, tp_ag_layer, layer_ags, True)
-        rec(tpk, Collective.ALL_GATHER, t, nt, s_act, tp_ag, edge_ags, True)
+        rec(tpk, _ALL_GATHER, t, nt, s_act / beta, tp_ag_layer, layer_ags, True)
+        rec(tpk, _ALL_GATHER, t, nt, s_act, tp_ag, edge_ags, True)
     else:
-        rec(tpk, Collective.ALL_GATHER, t, nt, s_act, tp_ag, layer_ags + edge_ags, True)
+        rec(tpk, _ALL_GATHER, t, nt, s_act, tp_ag, layer_ags + edge_ags, True)
     moe_calls = layers_pace * moe_frac * sp * (2.0 + full)
     routed_bytes = float(model.moe_top_k) * s_act
-    rec(tpk, Collective.ALL_GATHER, t, nt, routed_bytes, moe_ag, moe_calls, True)
-    rec(tpk, Collective.REDUCE_SCATTER, t, nt, routed_bytes, moe_rs, moe_calls, True)
+    rec(tpk, _ALL_GATHER, t, nt, routed_bytes, moe_ag, moe_calls, True)
+    rec(tpk, _REDUCE_SCATTER, t, nt, routed_bytes, moe_rs, moe_calls, True)
     rec(
-        TrafficKind.CP,
-        Collective.ALL_GATHER,
+        _CP,
+        _ALL_GATHER,
         cp,
         ctx.nodes_cp,
         kv_bytes,
@@ -1161,8 +1163,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         True,
     )
     rec(
-        TrafficKind.CP,
-        Collective.REDUCE_SCATTER,
+        _CP,
+        _REDUCE_SCATTER,
         cp,
         ctx.nodes_cp,
         kv_bytes,
@@ -1173,8 +1175,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     if whole_grads:
         for size, priced in ((send_bytes, pp_send), (grad_bytes, pp_send_g)):
             rec(
-                TrafficKind.PP,
-                Collective.SENDRECV,
+                _PP,
+                _SENDRECV,
                 pp_ranks,
                 ctx.nodes_pp,
                 size,
@@ -1184,8 +1186,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             )
     else:
         rec(
-            TrafficKind.PP,
-            Collective.SENDRECV,
+            _PP,
+            _SENDRECV,
             pp_ranks,
             ctx.nodes_pp,
             send_bytes,
@@ -1193,13 +1195,13 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             pp_count,
             True,
         )
-    rec(tpk, Collective.ALL_GATHER, t, nt, s_act, tp_ag, pp_gather, True, term="pp")
+    rec(tpk, _ALL_GATHER, t, nt, s_act, tp_ag, pp_gather, True, term="pp")
     for (n, grp), ar_, rs_, ag_ in zip(dp_groups, dp_ar, dp_rs, dp_ag, strict=True):
         nodes = _min(grp, ctx.nodes_dp)
-        rec(TrafficKind.DP, Collective.ALL_REDUCE, grp, nodes, beta_g * n, ar_, ar_once, False)
+        rec(_DP, _ALL_REDUCE, grp, nodes, beta_g * n, ar_, ar_once, False)
         rec(
-            TrafficKind.DP,
-            Collective.REDUCE_SCATTER,
+            _DP,
+            _REDUCE_SCATTER,
             grp,
             nodes,
             beta_g * n,
@@ -1207,12 +1209,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             rs_once + rs_each * m,
             False,
         )
-        rec(TrafficKind.DP, Collective.ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2_stage, False)
+        rec(_DP, _ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2_stage, False)
     for (n, grp), ag_, rs_ in zip(z3_unit, z3_ag, z3_rs, strict=True):
         nodes = _min(grp, ctx.nodes_dp)
         rec(
-            TrafficKind.DP,
-            Collective.ALL_GATHER,
+            _DP,
+            _ALL_GATHER,
             grp,
             nodes,
             n,
@@ -1221,8 +1223,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             True,
         )
         rec(
-            TrafficKind.DP,
-            Collective.REDUCE_SCATTER,
+            _DP,
+            _REDUCE_SCATTER,
             grp,
             nodes,
             n * beta_g / beta,
@@ -1231,8 +1233,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             True,
         )
     rec(
-        TrafficKind.EMBEDDING_SYNC,
-        Collective.ALL_REDUCE,
+        _EMBEDDING_SYNC,
+        _ALL_REDUCE,
         pp_ranks,
         ctx.nodes_pp,
         emb_bytes * vocab * h / t,
@@ -1241,8 +1243,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         False,
     )
     rec(
-        TrafficKind.EXPERT,
-        Collective.ALLTOALL,
+        _EXPERT,
+        _ALLTOALL,
         ep,
         ctx.nodes_ep,
         a2a_bytes,
@@ -1294,7 +1296,7 @@ def _memory(
     parameter (fp32 training: 4 + 4 + 8). ZeRO 1 shards the optimizer over the DP group,
     2 also the gradients, 3 also the weights.
     """
-    fp32 = training.precision in (Precision.FP32, Precision.TF32)
+    fp32 = training.precision in (_FP32, _TF32)
     w_bytes = float(BYTES_PER_ELEMENT[training.precision])
     g_bytes, o_bytes = 4.0, 8.0 if fp32 else 12.0
     p, t, d, b, v, cp, ep = lay.p, lay.t, lay.d, lay.b, lay.v, lay.cp, lay.ep
