@@ -880,40 +880,25 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     per_layer = z3 + z2_layer
     rs_once = z1 * (1.0 - bf16_opt) + (z2 + z3) * (1.0 - per_mb)
     rs_each = z2_stage * per_mb
-    dp_groups = ((dense_gpu, dense_shard), (expert_gpu, expert_shard))
-    dp_ar = [
-        pricer.time(
-            _DP,
-            _ALL_REDUCE,
-            grp,
-            _min(grp, ctx.nodes_dp),
-            beta_g * n,
-            ar_once,
-        )
-        for n, grp in dp_groups
-    ]
-    dp_rs = [
-        pricer.time(
-            _DP,
-            _REDUCE_SCATTER,
-            grp,
-            _min(grp, ctx.nodes_dp),
-            beta_g * n,
-            rs_once + rs_each,
-        )
-        for n, grp in dp_groups
-    ]
-    dp_ag = [
-        pricer.time(
-            _DP,
-            _ALL_GATHER,
-            grp,
-            _min(grp, ctx.nodes_dp),
-            beta * n,
-            z1 + z2_stage,
-        )
-        for n, grp in dp_groups
-    ]
+    # (parameters, group, nodes spanned) of the dense and the expert parameters
+    dp_groups = (
+        (dense_gpu, dense_shard, _min(dense_shard, ctx.nodes_dp)),
+        (expert_gpu, expert_shard, _min(expert_shard, ctx.nodes_dp)),
+    )
+
+    def dp_time(op: Collective, per_param: float, needed: Num) -> list[tuple[Num, Num]]:
+        """(busbw, seconds) of one DP collective over each group; a model without MoE layers
+        has no expert bytes, so its expert group is never priced (as ``time`` would say)."""
+        (dense_n, dense_grp, dense_nodes), (expert_n, expert_grp, expert_nodes) = dp_groups
+        dense_priced = pricer.time(_DP, op, dense_grp, dense_nodes, per_param * dense_n, needed)
+        if not moe_frac:
+            return [dense_priced, _NEVER]
+        expert_priced = pricer.time(_DP, op, expert_grp, expert_nodes, per_param * expert_n, needed)
+        return [dense_priced, expert_priced]
+
+    dp_ar = dp_time(_ALL_REDUCE, beta_g, ar_once)
+    dp_rs = dp_time(_REDUCE_SCATTER, beta_g, rs_once + rs_each)
+    dp_ag = dp_time(_ALL_GATHER, beta, z1 + z2_stage)
     reduce_link = ar_once * (dp_ar[0][1] + dp_ar[1][1]) + rs_once * (dp_rs[0][1] + dp_rs[1][1])
     reduce_each = rs_each * (dp_rs[0][1] + dp_rs[1][1])  # ZeRO-2/3, every micro-batch
     gather_link = (z1 + z2_stage) * (dp_ag[0][1] + dp_ag[1][1])
@@ -921,8 +906,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # its replay where the framework re-gathers), its gradients reduce-scattered after.
     gathers = float(fw.zero3_gathers_per_layer)
     z3_unit = [
-        (layer_params * beta / gathers, dense_shard),
-        (expert_layer * beta / gathers, expert_shard),
+        (layer_params * beta / gathers, dense_shard, dp_groups[0][2]),
+        (expert_layer * beta / gathers, expert_shard, dp_groups[1][2]),
     ]
     z3_ag = [_NEVER, _NEVER]
     z3_rs = [_NEVER, _NEVER]
@@ -934,19 +919,11 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     any_z3 = _any(per_layer)
     if any_z3:
         z3_ag = [
-            pricer.time(_DP, _ALL_GATHER, grp, _min(grp, ctx.nodes_dp), n, per_layer)
-            for n, grp in z3_unit
+            pricer.time(_DP, _ALL_GATHER, grp, nodes, n, per_layer) for n, grp, nodes in z3_unit
         ]
         z3_rs = [
-            pricer.time(
-                _DP,
-                _REDUCE_SCATTER,
-                grp,
-                _min(grp, ctx.nodes_dp),
-                n * beta_g / beta,
-                per_layer * per_mb,
-            )
-            for n, grp in z3_unit
+            pricer.time(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta, per_layer * per_mb)
+            for n, grp, nodes in z3_unit
         ]
         one_gather = gathers * (z3_ag[0][1] + z3_ag[1][1])
         z3_gather_layer = per_layer * one_gather
@@ -958,9 +935,9 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # each of them.
     zg, zrg, zr, zb = z3_gather_layer, z3_regather_layer, z3_reduce_layer, z3_bwd_layer
     if any_z3 and fw.zero3_list_collectives:
-        copy_g = sum(roof.stream_s(ZERO3_LIST_GATHER_COPIES * n) for n, _ in z3_unit)
+        copy_g = sum(roof.stream_s(ZERO3_LIST_GATHER_COPIES * n) for n, _, _ in z3_unit)
         copy_r = sum(
-            roof.stream_s(ZERO3_LIST_REDUCE_COPIES * n * beta_g / beta) for n, _ in z3_unit
+            roof.stream_s(ZERO3_LIST_REDUCE_COPIES * n * beta_g / beta) for n, _, _ in z3_unit
         )
         zg = z3_gather_layer + z3 * gathers * copy_g
         zrg = z3_regather_layer + z3 * (1.0 + regather) * gathers * copy_g
@@ -1115,143 +1092,90 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     }
 
     # The critical stage's collectives, as the provider was asked (counts per micro-batch or
-    # per iteration).
+    # per iteration). A collective no layout runs (priced ``_NEVER``) is not recorded, so its
+    # count is not even computed.
     with_logits = _where(first_paces, single, _where(mid_paces, 0.0, has_pp))
     with_emb = first_paces
     rec = pricer.record
     tpk, nt = _TP, ctx.nodes_tp
-    rec(
-        tpk,
-        _ALL_REDUCE,
-        t,
-        nt,
-        s_act,
-        tp_ar,
-        layers_pace * ar_layer + no_sp * (with_logits + with_emb),
-        True,
-    )
-    rec(
-        tpk,
-        _REDUCE_SCATTER,
-        t,
-        nt,
-        s_act,
-        tp_rs,
-        layers_pace * (rs_layer - moe_frac * _times(sp, 2.0 + full))
-        + sp * (with_logits + with_emb),
-        True,
-    )
-    layer_ags = layers_pace * (ag_layer - moe_frac * mlp_ag_count)
-    edge_ags = sp * ((1.0 + sp_regather) * with_logits + with_emb)
-    if fp8_gather:
-        rec(tpk, _ALL_GATHER, t, nt, s_act / beta, tp_ag_layer, layer_ags, True)
-        rec(tpk, _ALL_GATHER, t, nt, s_act, tp_ag, edge_ags, True)
-    else:
-        rec(tpk, _ALL_GATHER, t, nt, s_act, tp_ag, layer_ags + edge_ags, True)
-    moe_calls = layers_pace * moe_frac * sp * (2.0 + full)
-    routed_bytes = float(model.moe_top_k) * s_act
-    rec(tpk, _ALL_GATHER, t, nt, routed_bytes, moe_ag, moe_calls, True)
-    rec(tpk, _REDUCE_SCATTER, t, nt, routed_bytes, moe_rs, moe_calls, True)
-    rec(
-        _CP,
-        _ALL_GATHER,
-        cp,
-        ctx.nodes_cp,
-        kv_bytes,
-        cp_ag,
-        layers_pace * (2.0 + full),
-        True,
-    )
-    rec(
-        _CP,
-        _REDUCE_SCATTER,
-        cp,
-        ctx.nodes_cp,
-        kv_bytes,
-        cp_rs,
-        layers_pace,
-        True,
-    )
+    if tp_ar is not _NEVER:
+        rec(
+            tpk,
+            _ALL_REDUCE,
+            t,
+            nt,
+            s_act,
+            tp_ar,
+            layers_pace * ar_layer + no_sp * (with_logits + with_emb),
+            True,
+        )
+    if tp_rs is not _NEVER:
+        rec(
+            tpk,
+            _REDUCE_SCATTER,
+            t,
+            nt,
+            s_act,
+            tp_rs,
+            layers_pace * (rs_layer - moe_frac * _times(sp, 2.0 + full))
+            + sp * (with_logits + with_emb),
+            True,
+        )
+    if tp_ag is not _NEVER or tp_ag_layer is not _NEVER:
+        layer_ags = layers_pace * (ag_layer - moe_frac * mlp_ag_count)
+        edge_ags = sp * ((1.0 + sp_regather) * with_logits + with_emb)
+        if fp8_gather:
+            rec(tpk, _ALL_GATHER, t, nt, s_act / beta, tp_ag_layer, layer_ags, True)
+            rec(tpk, _ALL_GATHER, t, nt, s_act, tp_ag, edge_ags, True)
+        else:
+            rec(tpk, _ALL_GATHER, t, nt, s_act, tp_ag, layer_ags + edge_ags, True)
+    if moe_ag is not _NEVER or moe_rs is not _NEVER:
+        moe_calls = layers_pace * moe_frac * sp * (2.0 + full)
+        routed_bytes = float(model.moe_top_k) * s_act
+        rec(tpk, _ALL_GATHER, t, nt, routed_bytes, moe_ag, moe_calls, True)
+        rec(tpk, _REDUCE_SCATTER, t, nt, routed_bytes, moe_rs, moe_calls, True)
+    if cp_ag is not _NEVER:
+        rec(_CP, _ALL_GATHER, cp, ctx.nodes_cp, kv_bytes, cp_ag, layers_pace * (2.0 + full), True)
+    if cp_rs is not _NEVER:
+        rec(_CP, _REDUCE_SCATTER, cp, ctx.nodes_cp, kv_bytes, cp_rs, layers_pace, True)
     if whole_grads:
         for size, priced in ((send_bytes, pp_send), (grad_bytes, pp_send_g)):
-            rec(
-                _PP,
-                _SENDRECV,
-                pp_ranks,
-                ctx.nodes_pp,
-                size,
-                priced,
-                0.5 * pp_count,
-                True,
-            )
-    else:
+            if priced is not _NEVER:
+                rec(_PP, _SENDRECV, pp_ranks, ctx.nodes_pp, size, priced, 0.5 * pp_count, True)
+    elif pp_send is not _NEVER:
+        rec(_PP, _SENDRECV, pp_ranks, ctx.nodes_pp, send_bytes, pp_send, pp_count, True)
+    if tp_ag is not _NEVER:
+        rec(tpk, _ALL_GATHER, t, nt, s_act, tp_ag, pp_gather, True, term="pp")
+    for (n, grp, nodes), ar_, rs_, ag_ in zip(dp_groups, dp_ar, dp_rs, dp_ag, strict=True):
+        if ar_ is not _NEVER:
+            rec(_DP, _ALL_REDUCE, grp, nodes, beta_g * n, ar_, ar_once, False)
+        if rs_ is not _NEVER:
+            rec(_DP, _REDUCE_SCATTER, grp, nodes, beta_g * n, rs_, rs_once + rs_each * m, False)
+        if ag_ is not _NEVER:
+            rec(_DP, _ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2_stage, False)
+    if any_z3:
+        for (n, grp, nodes), ag_, rs_ in zip(z3_unit, z3_ag, z3_rs, strict=True):
+            if ag_ is not _NEVER:
+                calls = gathers * layers_pace * (per_layer + z3 * (1.0 + regather))
+                rec(_DP, _ALL_GATHER, grp, nodes, n, ag_, calls, True)
+            if rs_ is not _NEVER:
+                calls = per_layer * per_mb * gathers * layers_pace
+                rec(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta, rs_, calls, True)
+    if emb_sync is not _NEVER:
+        emb_size = emb_bytes * vocab * h / t
         rec(
-            _PP,
-            _SENDRECV,
+            _EMBEDDING_SYNC,
+            _ALL_REDUCE,
             pp_ranks,
             ctx.nodes_pp,
-            send_bytes,
-            pp_send,
-            pp_count,
-            True,
-        )
-    rec(tpk, _ALL_GATHER, t, nt, s_act, tp_ag, pp_gather, True, term="pp")
-    for (n, grp), ar_, rs_, ag_ in zip(dp_groups, dp_ar, dp_rs, dp_ag, strict=True):
-        nodes = _min(grp, ctx.nodes_dp)
-        rec(_DP, _ALL_REDUCE, grp, nodes, beta_g * n, ar_, ar_once, False)
-        rec(
-            _DP,
-            _REDUCE_SCATTER,
-            grp,
-            nodes,
-            beta_g * n,
-            rs_,
-            rs_once + rs_each * m,
+            emb_size,
+            emb_sync,
+            tied * has_pp,
             False,
         )
-        rec(_DP, _ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2_stage, False)
-    for (n, grp), ag_, rs_ in zip(z3_unit, z3_ag, z3_rs, strict=True):
-        nodes = _min(grp, ctx.nodes_dp)
-        rec(
-            _DP,
-            _ALL_GATHER,
-            grp,
-            nodes,
-            n,
-            ag_,
-            gathers * layers_pace * (per_layer + z3 * (1.0 + regather)),
-            True,
-        )
-        rec(
-            _DP,
-            _REDUCE_SCATTER,
-            grp,
-            nodes,
-            n * beta_g / beta,
-            rs_,
-            per_layer * per_mb * gathers * layers_pace,
-            True,
-        )
-    rec(
-        _EMBEDDING_SYNC,
-        _ALL_REDUCE,
-        pp_ranks,
-        ctx.nodes_pp,
-        emb_bytes * vocab * h / t,
-        emb_sync,
-        tied * has_pp,
-        False,
-    )
-    rec(
-        _EXPERT,
-        _ALLTOALL,
-        ep,
-        ctx.nodes_ep,
-        a2a_bytes,
-        ep_a2a,
-        layers_pace * moe_frac * (4.0 + 2.0 * full),
-        True,
-    )
+    if ep_a2a is not _NEVER:
+        calls = layers_pace * moe_frac * (4.0 + 2.0 * full)
+        rec(_EXPERT, _ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, ep_a2a, calls, True)
 
     return KernelResult(
         terms=terms,
