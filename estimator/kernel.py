@@ -647,16 +647,22 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         if moe_frac
         else dense
     )
-    layer_fwd = _avg(dense.forward(), moe.forward(), moe_frac)
-    layer_bwd = _avg(dense.backward(), moe.backward(), moe_frac)
     op_sac = fw.selective_recompute == "op-sac"
-    layer_replay = _avg(
-        dense.replay(full, selective, op_sac), moe.replay(full, selective, op_sac), moe_frac
-    )
+    if moe_frac:
+        layer_fwd = _avg(dense.forward(), moe.forward(), moe_frac)
+        layer_bwd = _avg(dense.backward(), moe.backward(), moe_frac)
+        layer_replay = _avg(
+            dense.replay(full, selective, op_sac), moe.replay(full, selective, op_sac), moe_frac
+        )
+        layer_gemm = _avg(
+            dense.gemm(full, selective, op_sac), moe.gemm(full, selective, op_sac), moe_frac
+        )
+    else:  # a dense model: what _avg returns, each sum computed once
+        layer_fwd = dense.forward()
+        layer_bwd = dense.backward()
+        layer_replay = dense.replay(full, selective, op_sac)
+        layer_gemm = dense.gemm(full, selective, op_sac)
     layer_comp = layer_fwd + layer_bwd + layer_replay
-    layer_gemm = _avg(
-        dense.gemm(full, selective, op_sac), moe.gemm(full, selective, op_sac), moe_frac
-    )
     attention_replays = full + (0.0 if op_sac else selective)
     layer_attention = (
         (2.0 + attention_replays) * dense.attention_fwd + dense.attention_bwd - dense.attention_fwd
