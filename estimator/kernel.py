@@ -1064,14 +1064,9 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
 
     tied = 1.0 if model.tied_embeddings else 0.0
     # The tied embedding's gradient: fp32 under BF16_Optimizer (it reduces ``weight._hp_grad``).
-    emb_bytes = 4.0 if bf16_opt else beta_g
+    emb_size = (4.0 if bf16_opt else beta_g) * vocab * h / t
     emb_sync = pricer.time(
-        _EMBEDDING_SYNC,
-        _ALL_REDUCE,
-        pp_ranks,
-        ctx.nodes_pp,
-        emb_bytes * vocab * h / t,
-        tied * has_pp,
+        _EMBEDDING_SYNC, _ALL_REDUCE, pp_ranks, ctx.nodes_pp, emb_size, tied * has_pp
     )
     emb_sync_s = tied * has_pp * emb_sync[1]
 
@@ -1168,7 +1163,6 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
                 calls = per_layer * per_mb * gathers * layers_pace
                 rec(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta, rs_, calls, True)
     if emb_sync is not _NEVER:
-        emb_size = emb_bytes * vocab * h / t
         rec(
             _EMBEDDING_SYNC,
             _ALL_REDUCE,

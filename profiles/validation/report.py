@@ -328,6 +328,10 @@ _FLAG_MAP: dict[str, tuple[str, ...]] = {
     "pp_scatter_gather": ("pp_scatter_gather",),
     "fsdp2_prefetch": ("fsdp_prefetch",),
     "torch_compile": ("fused_elementwise",),
+    # Composer's FSDP mixed precision DEFAULT reduces gradients in fp32
+    # (composer/trainer/mosaic_fsdp_utils.py, get_mixed_precision: param_dtype = the autocast
+    # precision, reduce_dtype = torch.float32; PURE reduces in it).
+    "grad_reduce_fp32": ("grad_reduce_fp32",),
 }
 # Published software choices (same column) that set a framework flag to a value.
 _VALUE_FLAG_MAP: dict[str, dict[str, str]] = {
@@ -342,10 +346,6 @@ _VALUE_FLAG_MAP: dict[str, dict[str, str]] = {
     # FSDP BackwardPrefetch.BACKWARD_PRE where a run set it (Composer's default is BACKWARD_POST).
     "fsdp_backward_prefetch_pre": {"fsdp_backward_prefetch": "pre"},
 }
-# Published gradient-reduction dtypes (same column): Composer's FSDP mixed precision DEFAULT
-# reduces gradients in fp32 (composer/trainer/mosaic_fsdp_utils.py, get_mixed_precision:
-# param_dtype = the autocast precision, reduce_dtype = torch.float32; PURE reduces in it).
-_GRAD_REDUCE_FLAGS: dict[str, str] = {"grad_reduce_fp32": "fp32"}
 # Flags a non-blank overlap_flags cell turns off when it does not list them (the cell is the
 # run's complete list of communication overlaps).
 _LISTED_OVERLAPS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p")
@@ -407,8 +407,6 @@ def load_runs(text: str | None = None) -> tuple[list[PublishedRun], list[Exclude
             )
             continue
         meta = {c: row.get(c, "") for c in META_COLUMNS}
-        flags = [f.strip() for f in (meta.get("overlap_flags") or "").split(";")]
-        reduce = next((_GRAD_REDUCE_FLAGS[f] for f in flags if f in _GRAD_REDUCE_FLAGS), None)
         try:
             training = TrainingSpec(
                 global_batch_size=int(row["global_batch_size"]),
@@ -417,7 +415,6 @@ def load_runs(text: str | None = None) -> tuple[list[PublishedRun], list[Exclude
                 precision=(row["precision"] or "fp16"),  # type: ignore[arg-type]
                 flash_attention=_bool(row["flash_attention"], False),
                 framework=framework_for(meta),
-                grad_reduce_precision=reduce,  # type: ignore[arg-type]
             )
             layout = LayoutSpec(
                 pipeline=int(row["pipeline"]),
