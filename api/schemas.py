@@ -258,6 +258,11 @@ class FrameworkOverridesIn(_In):
     )
     overlap_p2p: bool | None = Field(None, description="pipeline sends under compute (interleaved)")
     cp_overlap: bool | None = Field(None, description="CP ring exchange under attention")
+    cp_torch_ring: bool | None = Field(
+        None,
+        description="PyTorch's experimental ring attention (torchtitan): K/V gathered at the "
+        "query head count, fp32 dK/dV passed at every ring step",
+    )
     fsdp_prefetch: bool | None = Field(
         None, description="ZeRO-3/FSDP: next layer's gather under this layer's compute"
     )

@@ -43,6 +43,16 @@ Sources, per flag (dates from the Megatron-LM git history):
   (Megatron-Core ``--overlap-p2p-communication``).
 - ``cp_overlap``: context parallelism's ring exchange of K/V runs under the attention kernel
   (Transformer Engine's ring attention).
+- ``cp_torch_ring``: context parallelism is PyTorch's experimental ring attention
+  (``torch/distributed/tensor/experimental/_attention.py``, Dec. 2024, as torchtitan 9dec370
+  calls it through ``context_parallel``): the caller repeats K/V to the query head count
+  before SDPA (torchtitan ``models/llama/model.py``: ``repeat_kv`` then
+  ``F.scaled_dot_product_attention``), so the ring all-gathers K and V at the full width h,
+  not the GQA width (rotate method ``allgather``, torchtitan's default,
+  ``config_manager.py``); the backward re-gathers them and passes the accumulated dK/dV to
+  the next rank at every one of its cp steps (``_templated_ring_attention_backward``:
+  ``dkv_rotater`` is always ALL_TO_ALL, its buffers float32 under
+  ``_cp_options.convert_to_f32 = True``) instead of one reduce-scatter.
 - ``fsdp_prefetch``: ZeRO-3 / FSDP all-gathers the next layer's parameters while the current
   layer computes (Zhao et al. 2023, PyTorch FSDP §3.3 "implicit forward prefetching" and
   "backward prefetching"; DeepSpeed ZeRO-3 prefetch buckets).
@@ -204,6 +214,7 @@ class Framework:
     overlap_param_gather: bool = False
     overlap_p2p: bool = False
     cp_overlap: bool = True
+    cp_torch_ring: bool = False
     fsdp_prefetch: bool = True
     zero3_regather_for_recompute: bool = False
     grad_reduce_per_microbatch: bool = True
@@ -442,12 +453,14 @@ _PRESETS = (
             "torchtitan (PyTorch FSDP2 + DTensor TP/SP): as fsdp; selective recompute is "
             "torch's op-level SAC (every other GEMM and all element-wise ops replayed, "
             "attention saved); async TP overlaps the forward pass's TP collectives only; "
-            "float8 TP all-gathers FP8 elements; gradients reduced in fp32"
+            "float8 TP all-gathers FP8 elements; gradients reduced in fp32; CP is PyTorch's "
+            "ring attention (K/V gathered at the query head count, fp32 dK/dV passed each step)"
         ),
         tp_comm_overlap_backward=False,
         selective_recompute="op-sac",
         tp_fp8_all_gather=True,
         grad_reduce_fp32=True,
+        cp_torch_ring=True,
     ),
 )
 

@@ -378,6 +378,14 @@ def framework_for(meta: dict[str, str]) -> Framework:
         for target in _FLAG_MAP.get(flag, ()):
             overrides[target] = True
         overrides.update(_VALUE_FLAG_MAP.get(flag, {}))
+    if "torch_compile" in flags and fw.cp_torch_ring:
+        # Compiled, PyTorch's ring attention does not overlap its exchanges: traced, a
+        # functional collective is waited on at once (torch/distributed/_functional_collectives.py
+        # ``_maybe_wrap_tensor``: ``if _are_we_tracing(): return wait_tensor(self)``; the ring's
+        # own ``_maybe_wait`` notes it), and Inductor moves no wait later unless
+        # ``reorder_for_compute_comm_overlap`` (default False, torch/_inductor/config.py) is set.
+        # torchtitan 9dec370 compiles each block with ``fullgraph=True``, ring included.
+        overrides["cp_overlap"] = False
     return fw.replace(**overrides)
 
 

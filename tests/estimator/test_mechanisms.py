@@ -1132,3 +1132,38 @@ def test_torchtitan_reduces_gradients_in_fp32_unless_the_request_says(gpt3: Mode
     (told,) = dp_bytes(training("torchtitan", Precision.BF16), Collective.REDUCE_SCATTER)
     assert told == pytest.approx(plain, rel=1e-12)
     assert training("torchtitan").grad_bytes == 4
+
+
+def test_torch_ring_gathers_full_heads_and_passes_fp32_kv_grads_each_step() -> None:
+    # PyTorch's experimental ring attention as torchtitan 9dec370 calls it: K/V repeated to the
+    # query head count before SDPA, so the all-gather moves h-wide K and V (GQA: 4x kv_hidden
+    # for Llama 3 8B); the backward passes the fp32 dK/dV shard to the next rank cp times.
+    model = dataclasses.replace(model_preset("llama3-8b"), seq_length=131072)
+    cp = 4
+    titan = framework_preset("torchtitan")
+    assert titan.cp_torch_ring
+
+    def run(f: Framework) -> Estimate:
+        layout = LayoutSpec(pipeline=1, tensor=1, data=2, context_parallel=cp)
+        tr = TrainingSpec(global_batch_size=2, precision=Precision.BF16, framework=f)
+        return estimate(Scenario(model, tr, layout, _h100(None)))
+
+    on_, off_ = run(titan), run(titan.replace(cp_torch_ring=False))
+
+    def cp_calls(e: Estimate) -> dict[Collective, tuple[float, float]]:
+        return {
+            c.op: (c.size_bytes, c.calls_per_iteration)
+            for c in e.collectives
+            if c.kind is TrafficKind.CP
+        }
+
+    s, h, kv = float(model.seq_length), float(model.hidden_size), float(model.kv_hidden)
+    on_c, off_c = cp_calls(on_), cp_calls(off_)
+    assert off_c[Collective.ALL_GATHER][0] == 2.0 * 2.0 * s * kv
+    assert on_c[Collective.ALL_GATHER][0] == 2.0 * 2.0 * s * h
+    assert on_c[Collective.ALL_GATHER][1] == off_c[Collective.ALL_GATHER][1]
+    assert Collective.REDUCE_SCATTER in off_c and Collective.REDUCE_SCATTER not in on_c
+    size, calls = on_c[Collective.SENDRECV]
+    assert size == 2.0 * 4.0 * (s / cp) * h  # this rank's dK and dV in float32
+    assert calls == cp * model.num_layers  # one pass per ring step per layer
+    assert on_.link_s["cp"] > off_.link_s["cp"]

@@ -224,6 +224,10 @@ def test_published_overlap_flags_are_the_complete_list() -> None:
     assert framework_for({"framework": "nemo"}) == default  # blank: the preset's defaults
     titan = framework_for({"framework": "torchtitan", "overlap_flags": "async_tp;torch_compile"})
     assert titan.tp_comm_overlap and titan.fused_elementwise
+    # Compiled, PyTorch's ring attention waits on each exchange at once: nothing overlaps.
+    assert titan.cp_torch_ring and not titan.cp_overlap
+    eager = framework_for({"framework": "torchtitan", "overlap_flags": "async_tp"})
+    assert eager.cp_overlap
     # A kernel choice rides along without switching any overlap off.
     fa2 = framework_for({"framework": "nemo", "overlap_flags": "tp_comm_overlap;flash_attn2"})
     assert fa2.attention_kernel == "flash2" and default.attention_kernel == "fused"
