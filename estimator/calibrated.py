@@ -33,21 +33,21 @@ class FittedCompute:
 _SUBSET = "fitted by commest validate on its declared training subset"
 FITTED_COMPUTE: dict[str, FittedCompute] = {
     "a100": FittedCompute(
-        utilization=0.7645,
-        memory_traffic_factor=1.9512,
+        utilization=0.7694,
+        memory_traffic_factor=2.0908,
         gemm_traffic_factor=0.0,
         fp8_utilization=None,
         source=f"{_SUBSET} (Megatron-LM SC21 Table 1, A100; x0 jointly with the H100 runs)",
-        gemm_half_size_elements=619.58,
+        gemm_half_size_elements=577.03,
     ),
     "h100": FittedCompute(
-        utilization=0.6536,
-        memory_traffic_factor=1.9512,
+        utilization=0.6524,
+        memory_traffic_factor=2.0908,
         gemm_traffic_factor=0.0,
-        fp8_utilization=0.6672,
+        fp8_utilization=0.5891,
         source=f"{_SUBSET} (γ and c from SC21 Table 1; u and u8 from the dense DGX Cloud "
         "benchmarking runs, H100; x0 jointly with SC21 Table 1)",
-        gemm_half_size_elements=619.58,
+        gemm_half_size_elements=577.03,
     ),
 }
 

@@ -39,12 +39,16 @@ HBM_EFFICIENCY = 0.85
 # (read 2, write 4), max and exp-sum (read 4 twice), log-probabilities (write 4), gradient
 # (read 4, write 4), cast back (read 4, write 2): 32 B per logit.
 CROSS_ENTROPY_BYTES_PER_LOGIT = 32.0
-# FP8 casts per element of a GEMM input (activation forward, output gradient backward): read
-# 2 B, write 1 B, plus a 1 B transposed copy for the weight gradient (Transformer Engine).
-FP8_CAST_BYTES = 4.0
-# The transposed copy of an FP8 tensor gathered before its cast could make it (torchao float8
-# TP: the cast runs on the sequence shard, the weight gradient needs the gathered tensor
-# transposed): read 1 B, write 1 B per element.
+# FP8 casts, each in the pass that runs it (Transformer Engine 1.13 ``Linear``, with
+# sequence parallelism: the forward casts the input without transposing it; the backward
+# transposes the saved FP8 input for the weight gradient and cast-transposes the output
+# gradient in one kernel). Forward, per input element: read 2 B, write 1 B.
+FP8_CAST_BYTES = 3.0
+# Backward, per output-gradient element: read 2 B, write 1 B and its 1 B transposed copy.
+FP8_CAST_TRANSPOSE_BYTES = 4.0
+# Backward, per input element: the saved FP8 input transposed (read 1 B, write 1 B); also the
+# transposed copy of an FP8 tensor gathered before its cast could make it (torchao float8 TP:
+# the cast runs on the sequence shard, the weight gradient needs the gathered tensor transposed).
 FP8_TRANSPOSE_COPY_BYTES = 2.0
 # FlashAttention: the causal mask skips about half the score blocks; the backward pass
 # recomputes the scores, 2.5x the forward FLOPs (Dao et al. 2022, 2023).
@@ -194,7 +198,11 @@ class LayerTimes:
     elementwise_attention_fwd: Num  # the part selective recompute replays
     qkv_fwd: Num
     fc1_fwd: Num
-    extra_fwd: Num = 0.0  # MoE router, token permutation, FP8 casts (HBM-bound, per pass)
+    extra_fwd: Num = 0.0  # MoE router and token permutation (HBM-bound, per pass)
+    # FP8 casts: the forward pass's (the linears' inputs; replayed with the forward) and the
+    # backward pass's (output gradients cast and transposed, saved inputs transposed).
+    cast_fwd: Num = 0.0
+    cast_bwd: Num = 0.0
     # The attention block's linears (QKV and output projection): the only GEMMs a MoE layer's
     # userbuffers TP overlap can hide a collective under (the experts' linears have none).
     attention_linear_fwd: Num = 0.0
@@ -202,7 +210,13 @@ class LayerTimes:
     sac_linear_fwd: Num = 0.0
 
     def forward(self) -> Num:
-        return self.linear_fwd + self.attention_fwd + self.elementwise_fwd + self.extra_fwd
+        return (
+            self.linear_fwd
+            + self.attention_fwd
+            + self.elementwise_fwd
+            + self.extra_fwd
+            + self.cast_fwd
+        )
 
     def backward(self) -> Num:
         return (
@@ -210,6 +224,7 @@ class LayerTimes:
             + self.attention_bwd
             + 2.0 * self.elementwise_fwd
             + 2.0 * self.extra_fwd
+            + self.cast_bwd
         )
 
     def replay(self, full: Num, selective: Num, op_sac: bool = False) -> Num:
@@ -218,7 +233,7 @@ class LayerTimes:
         op and the GEMMs it does not save, never the attention kernel (docs/design.md,
         "torchtitan")."""
         if op_sac:
-            sac = self.sac_linear_fwd + self.elementwise_fwd + self.extra_fwd
+            sac = self.sac_linear_fwd + self.elementwise_fwd + self.extra_fwd + self.cast_fwd
             return full * self.forward() + selective * sac
         core = self.attention_fwd + self.elementwise_attention_fwd
         return full * self.forward() + selective * core
@@ -281,18 +296,25 @@ def layer_times(
     # wq, wk, wv, wo, w1, (w3,) w2: it replays wk, wo and w3 (gated) or w2 (ungated). FP8
     # linears run torch._scaled_mm, which the policy does not save: all are replayed.
     sac_attention = lin(kv / t, h) + proj
-    # Cast elements per token of each linear: its input and its output gradient. With
-    # ``fp8_gather`` under SP the four h-wide ones (the attention and FFN blocks' inputs, the
-    # row-parallel layers' output gradients) are cast on the 1/t sequence shard, then gathered;
+    # FP8 cast bytes per token, per pass. Each block has one h-wide input (QKV's, FC1's:
+    # gathered under SP) and one h-wide output gradient (the output projection's, FC2's); with
+    # ``fp8_gather`` under SP both are cast on the 1/t sequence shard, then gathered, and
     # their transposed copy for the weight gradient is made after the gather.
-    h_wide_bytes = (
-        sp * (h / t * (FP8_CAST_BYTES - 1.0) + h * FP8_TRANSPOSE_COPY_BYTES)
-        + (1.0 - sp) * h * FP8_CAST_BYTES
-        if fp8_gather
-        else h * FP8_CAST_BYTES
+    if fp8_gather:
+        wide_in_fwd = (sp * h / t + (1.0 - sp) * h) * FP8_CAST_BYTES
+        wide_grad_bwd = (
+            sp * (h / t * FP8_CAST_BYTES + h * FP8_TRANSPOSE_COPY_BYTES)
+            + (1.0 - sp) * h * FP8_CAST_TRANSPOSE_BYTES
+        )
+    else:
+        wide_in_fwd = h * FP8_CAST_BYTES
+        wide_grad_bwd = h * FP8_CAST_TRANSPOSE_BYTES
+    wide_bwd = h * FP8_TRANSPOSE_COPY_BYTES + wide_grad_bwd
+    # The attention block: QKV's output gradient and the projection's input are 1/t wide.
+    cast_fwd_bytes = tokens * (wide_in_fwd + h / t * FP8_CAST_BYTES)
+    cast_bwd_bytes = tokens * (
+        wide_bwd + h / t * FP8_TRANSPOSE_COPY_BYTES + (h + 2.0 * kv) / t * FP8_CAST_TRANSPOSE_BYTES
     )
-    gathered_bytes = 2.0 * tokens * h_wide_bytes
-    cast_elements = tokens * ((h + 2.0 * kv) / t + h / t)
     extra: Num = 0.0 * tokens
     gated = 2.0 if model.swiglu else 1.0
     if moe:
@@ -307,16 +329,26 @@ def layer_times(
         # Permute before dispatch and un-permute after combine: read + write each token copy.
         permute_bytes = 2.0 * 2.0 * tokens * float(model.moe_top_k) * h * beta
         extra = extra + router + roof.stream_s(permute_bytes)
-        cast_elements = cast_elements + local * rows * (h + gated * f_e / t + f_e / t + h)
+        # Each local expert's FC1 and FC2 on its rows: inputs h and f_e/t, gradients
+        # gated·f_e/t and h (the token rows are gathered, not the casts).
+        cast_fwd_bytes = cast_fwd_bytes + local * rows * (h + f_e / t) * FP8_CAST_BYTES
+        cast_bwd_bytes = cast_bwd_bytes + local * rows * (
+            (h + f_e / t) * FP8_TRANSPOSE_COPY_BYTES
+            + (gated * f_e / t + h) * FP8_CAST_TRANSPOSE_BYTES
+        )
     else:
         f = float(model.ffn)
         fc1 = lin(gated * f / t, h)
         fc2 = lin(h, f / t)
         sac_ffn = lin(f / t, h) if model.swiglu else fc2
-        cast_elements = cast_elements + tokens * (gated * f / t + f / t)
-        gathered_bytes = gathered_bytes + 2.0 * tokens * h_wide_bytes
-    if fp8:
-        extra = extra + roof.stream_s(FP8_CAST_BYTES * cast_elements + gathered_bytes)
+        # FC1's input is h-wide, its output gradient gated·f/t; FC2's input f/t, its output
+        # gradient h-wide.
+        cast_fwd_bytes = cast_fwd_bytes + tokens * (wide_in_fwd + f / t * FP8_CAST_BYTES)
+        cast_bwd_bytes = cast_bwd_bytes + tokens * (
+            wide_bwd + f / t * FP8_TRANSPOSE_COPY_BYTES + gated * f / t * FP8_CAST_TRANSPOSE_BYTES
+        )
+    cast_fwd = roof.stream_s(cast_fwd_bytes) if fp8 else 0.0 * tokens
+    cast_bwd = roof.stream_s(cast_bwd_bytes) if fp8 else 0.0 * tokens
     if not roof.fused_elementwise and model.swiglu:
         f_act = float(model.expert_ffn if moe else model.ffn) * (
             float(model.moe_top_k) if moe else 1.0
@@ -378,6 +410,8 @@ def layer_times(
         qkv_fwd=qkv,
         fc1_fwd=fc1,
         extra_fwd=extra,
+        cast_fwd=cast_fwd,
+        cast_bwd=cast_bwd,
         attention_linear_fwd=qkv + proj,
         sac_linear_fwd=(qkv + proj + fc1 + fc2) if fp8 else sac_attention + sac_ffn,
     )

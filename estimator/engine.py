@@ -404,9 +404,11 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
     if tr.precision.value == "fp8":
         u8 = c.fp8_utilization if c.fp8_utilization is not None else c.utilization
         out.append(
-            f"FP8: linear-layer GEMMs at the FP8 peak with efficiency u8={u8:g}, 1-byte operands "
-            "and 4 B of casts per input element; attention, logits and router in 16-bit at "
-            "half the FP8 peak; amax bookkeeping is inside the casts' bytes"
+            f"FP8: linear-layer GEMMs at the FP8 peak with efficiency u8={u8:g}, 1-byte operands"
+            "; casts in the pass that runs them (forward: 3 B per linear input element; "
+            "backward: 4 B per output-gradient element cast and transposed, 2 B per saved "
+            "input transposed); attention, logits and router in 16-bit at half the FP8 peak; "
+            "amax bookkeeping is inside the casts' bytes"
         )
     if (
         tr.precision.value == "fp8"

@@ -282,13 +282,9 @@ def test_async_tp_overlaps_the_forward_pass_only(gpt3: ModelSpec) -> None:
 LLAMA3_8B = model_preset("llama3-8b")
 
 
-@pytest.mark.parametrize("fp8", [False, True])
-def test_op_sac_replays_every_other_gemm_and_no_attention(fp8: bool) -> None:
-    """torchtitan's op-level SAC saves every other aten.mm (wq, wv, w1, w2 of wq wk wv wo w1
-    w3 w2) and SDPA; in FP8 no linear output is saved (torch._scaled_mm is not on its list)."""
-    from estimator.compute import Roofline, layer_times
-
-    roof = Roofline(
+def _roofline(fp8: bool) -> Roofline:
+    """An H100-like roofline with round constants and c = 0 (GEMM time proportional to FLOPs)."""
+    return Roofline(
         peak_flops=989.5e12,
         utilization=0.6,
         fp8_utilization=0.6,
@@ -297,6 +293,48 @@ def test_op_sac_replays_every_other_gemm_and_no_attention(fp8: bool) -> None:
         gemm_traffic_factor=0.0,
         elementwise_factor=2.0,
     )
+
+
+def test_fp8_casts_are_charged_in_the_pass_that_runs_them() -> None:
+    """Transformer Engine 1.13 Linear: the forward casts each input (read 2 B, write 1 B); the
+    backward cast-transposes each output gradient (2 + 1 + 1 B) and transposes each saved FP8
+    input (1 + 1 B). Each charge once, in its own pass, and the forward's again in a replay."""
+
+    roof = _roofline(fp8=True)
+    hbm = roof.hbm_bytes_per_s
+    b, s = 2.0, float(LLAMA3_8B.seq_length)
+    lt = layer_times(
+        LLAMA3_8B, roof, b=b, t=1.0, cp=1.0, sp=0.0, beta=2.0, flash=True, moe=False,
+        imbalance=1.0, ep=1.0,
+    )  # fmt: skip
+    h, kv, f = 4096.0, 1024.0, 14336.0
+    inputs = h + h + h + f  # QKV, output projection, FC1 (gated: w1 and w3 share it), FC2
+    grads = (h + 2.0 * kv) + h + 2.0 * f + h  # their output gradients
+    tokens = b * s
+    assert lt.cast_fwd == pytest.approx(tokens * 3.0 * inputs / (HBM_EFFICIENCY * hbm), rel=1e-12)
+    assert lt.cast_bwd == pytest.approx(
+        tokens * (2.0 * inputs + 4.0 * grads) / (HBM_EFFICIENCY * hbm), rel=1e-12
+    )
+    bf16 = layer_times(
+        LLAMA3_8B, dataclasses.replace(roof, fp8=False), b=b, t=1.0, cp=1.0, sp=0.0, beta=2.0,
+        flash=True, moe=False, imbalance=1.0, ep=1.0,
+    )  # fmt: skip
+    assert bf16.cast_fwd == 0.0 and bf16.cast_bwd == 0.0
+    rest_fwd = lt.linear_fwd + lt.attention_fwd + lt.elementwise_fwd + lt.extra_fwd
+    assert lt.forward() == pytest.approx(rest_fwd + lt.cast_fwd, rel=1e-12)
+    assert lt.backward() - lt.cast_bwd == pytest.approx(
+        2.0 * lt.linear_fwd + lt.attention_bwd + 2.0 * lt.elementwise_fwd + 2.0 * lt.extra_fwd,
+        rel=1e-12,
+    )
+    assert lt.replay(1.0, 0.0) == pytest.approx(lt.forward(), rel=1e-12)
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_op_sac_replays_every_other_gemm_and_no_attention(fp8: bool) -> None:
+    """torchtitan's op-level SAC saves every other aten.mm (wq, wv, w1, w2 of wq wk wv wo w1
+    w3 w2) and SDPA; in FP8 no linear output is saved (torch._scaled_mm is not on its list)."""
+
+    roof = _roofline(fp8=fp8)
     lt = layer_times(
         LLAMA3_8B,
         roof,
@@ -315,7 +353,8 @@ def test_op_sac_replays_every_other_gemm_and_no_attention(fp8: bool) -> None:
     fraction = 1.0 if fp8 else (kv + h + f) / (2.0 * h + 2.0 * kv + 3.0 * f)
     assert lt.sac_linear_fwd == pytest.approx(fraction * lt.linear_fwd, rel=1e-12)
     replay = lt.replay(0.0, 1.0, op_sac=True)
-    assert replay == pytest.approx(lt.sac_linear_fwd + lt.elementwise_fwd + lt.extra_fwd, rel=1e-12)
+    sac = lt.sac_linear_fwd + lt.elementwise_fwd + lt.extra_fwd + lt.cast_fwd
+    assert replay == pytest.approx(sac, rel=1e-12)
     assert lt.replay(0.0, 1.0) == pytest.approx(
         lt.attention_fwd + lt.elementwise_attention_fwd, rel=1e-12
     )

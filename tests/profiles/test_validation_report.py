@@ -102,7 +102,8 @@ def test_the_nominal_profiles_carry_todays_fit(report: ValidationReport) -> None
 # Korthikanti et al. 2022 Table 5 (A100): issue target mean <= 3.5 %, max <= 8 % (met since
 # the size-dependent GEMM efficiency: 2.2 % / 5.0 %). Bounded by the targets themselves since the
 # Nemotron4 340B training rows carry the overlaps and attention kernel their launch script sets:
-# the joint fit's x0 moved (879 -> 620) and these rows went to 3.2 % / 7.5 %.
+# the joint fit's x0 moved (879 -> 620) and these rows went to 3.2 % / 7.5 % (3.0 % / 6.9 % since
+# FP8 casts are charged in the pass that runs them: x0 577).
 KORTHIKANTI_T5_MEAN_PCT = 3.5
 KORTHIKANTI_T5_MAX_PCT = 8.0
 # Megatron-LM SC21 Table 1, leave-one-out (issue 5: mean <= 5 %, max <= 10 %). The joint fit of
@@ -118,15 +119,15 @@ DGXC_DENSE_MEAN_PCT = 3.5
 SC21_T2_ZERO3_175B_MAX_PCT = 17.0
 # torchtitan H100 benchmarks (Grand Teton H100s, op-level SAC, forward-only async TP, float8
 # TP, the hosts' peak fitted on the FSDP-only runs): mean.
-TORCHTITAN_MEAN_PCT = 6.8
+TORCHTITAN_MEAN_PCT = 6.6
 # llm-foundry MPT benchmarks (Composer FSDP, BACKWARD_POST; FlashAttention in Triton where the
 # benchmark script ran it): mean.
-LLMFOUNDRY_MEAN_PCT = 6.0
+LLMFOUNDRY_MEAN_PCT = 5.4
 # DGX Cloud Grok-1 314B MoE rows (dispatcher TP gather/scatter, FlashAttention 2, attention-only
 # userbuffers budget, activations per routed copy): mean.
 DGXC_MOE_MEAN_PCT = 8.5
 # Every scored row (issue 11 target: 5 %).
-ALL_ROWS_MEAN_PCT = 6.2
+ALL_ROWS_MEAN_PCT = 5.9
 
 
 def test_korthikanti_table5_out_of_sample(report: ValidationReport) -> None:
