@@ -562,11 +562,12 @@ def traffic_loads(result: Estimate) -> list[CollectiveLoad]:
     """The estimate's collectives as loads for the traffic matrix (docs/design.md §5).
 
     Every GPU is given the critical stage's loads; PP sends are split into the two
-    directions (activations forward, gradients backward).
+    directions (activations forward, gradients backward); CP's ring passes go to the next rank
+    of the ring.
     """
     loads: list[CollectiveLoad] = []
     for use in result.collectives:
-        if use.op is Collective.SENDRECV:
+        if use.op is Collective.SENDRECV and use.kind is TrafficKind.PP:
             loads.append(
                 CollectiveLoad(
                     use.kind,

@@ -56,6 +56,9 @@ SUPPORTED_OPS: frozenset[Collective] = frozenset(
     }
 )
 DIRECTIONS = ("both", "forward", "backward")
+# Kinds whose traffic may be point-to-point: pipeline sends, and the ring passes of context
+# parallelism (PyTorch's ring attention passes dK/dV to the next rank: Framework.cp_torch_ring).
+_SENDRECV_KINDS = frozenset({TrafficKind.PP, TrafficKind.CP})
 
 # Names accepted by Placement.group_ranks / group_size / group_nodes_spanned.
 _GROUP_ALIASES: dict[str, str] = {
@@ -305,9 +308,13 @@ class CollectiveLoad:
                 or not (math.isfinite(value) and value >= 0)
             ):
                 raise ValidationError(f"load.{name}", value, "must be a finite number >= 0")
-        if (self.kind is TrafficKind.PP) != (self.op is Collective.SENDRECV):
+        if (self.kind is TrafficKind.PP and self.op is not Collective.SENDRECV) or (
+            self.op is Collective.SENDRECV and self.kind not in _SENDRECV_KINDS
+        ):
             raise ValidationError(
-                "load.op", self.op.value, "pp traffic is sendrecv, and sendrecv is pp traffic"
+                "load.op",
+                self.op.value,
+                "pp traffic is sendrecv, and sendrecv is pp traffic or a cp ring pass",
             )
         if self.direction not in DIRECTIONS:
             raise ValidationError(
@@ -497,7 +504,9 @@ def _patterns(
         volume = load.volume_per_rank(n)
         if volume == 0.0:
             continue
-        if load.op is Collective.ALLTOALL or algorithm is Algorithm.DIRECT or n == 2:
+        if load.op is Collective.SENDRECV:  # a ring pass: each member to the next, any algorithm
+            ring[kind] = ring.get(kind, 0.0) + volume
+        elif load.op is Collective.ALLTOALL or algorithm is Algorithm.DIRECT or n == 2:
             spread[kind] = spread.get(kind, 0.0) + volume / (n - 1)
         else:
             ring[kind] = ring.get(kind, 0.0) + volume

@@ -202,3 +202,22 @@ def test_a_plan_takes_the_framework(client: TestClient) -> None:
     best_old = old.json()["layouts"][0]["iteration_time_s"]
     best_new = new.json()["layouts"][0]["iteration_time_s"]
     assert best_new < best_old  # NeMo overlaps what 2021 Megatron-LM exposed
+
+
+@pytest.mark.parametrize("path", ["/v1/estimates", "/v1/traffic-matrices", "/v1/timelines"])
+def test_torchtitan_context_parallel_answers_every_view(client: TestClient, path: str) -> None:
+    # PyTorch's ring attention (cp_torch_ring) records its dK/dV passes as CP sendrecv: the
+    # traffic matrix lays them out as a ring pass, and no view turns them into an error.
+    body = {
+        **EXAMPLE_FRAMEWORK,
+        "model": {"preset": "llama3-8b"},
+        "layout": {"pipeline": 1, "tensor": 1, "data": 2, "context_parallel": 4},
+        "training": {"global_batch_size": 2, "precision": "bf16", "framework": "torchtitan"},
+    }
+    response = client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    if path == "/v1/traffic-matrices":
+        matrix = client.post(path, json={**body, "format": "json"}).json()
+        estimate = client.post("/v1/estimates", json=body).json()
+        sent = sum(r["bytes"] for r in matrix["rows"] if r["kind"] == "cp" and r["src"] == 0)
+        assert sent == pytest.approx(estimate["traffic_bytes_per_gpu"]["cp"], rel=1e-9)

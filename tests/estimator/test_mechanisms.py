@@ -26,7 +26,7 @@ from estimator import (
     evaluate_layouts,
     validate_layout,
 )
-from estimator.bandwidth import Collective, TrafficKind
+from estimator.bandwidth import Collective, TrafficKind, bus_factor
 from estimator.calibrated import FITTED_COMPUTE
 from estimator.compute import (
     FLASH_BACKWARD_EFFICIENCY,
@@ -39,7 +39,7 @@ from estimator.compute import (
     attention_efficiencies,
     layer_times,
 )
-from estimator.engine import CollectiveUse
+from estimator.engine import CollectiveUse, estimate_traffic, traffic_loads
 from estimator.errors import LayoutError, ValidationError
 from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
@@ -49,6 +49,7 @@ from estimator.frameworks import (
 )
 from estimator.presets import model_preset
 from estimator.specs import RECOMPUTE_CODE
+from estimator.traffic import Placement, per_gpu_volume_bytes
 
 A100_HBM_GBPS = 2039.0
 # DGX A100 NVLink all-reduce bus bandwidth (NVIDIA: ~230 GB/s), HDR IB 25 GB/s per GPU.
@@ -1206,3 +1207,11 @@ def test_torch_ring_gathers_full_heads_and_passes_fp32_kv_grads_each_step() -> N
     assert size == 2.0 * 4.0 * (s / cp) * h  # this rank's dK and dV in float32
     assert calls == cp * model.num_layers  # one pass per ring step per layer
     assert on_.link_s["cp"] > off_.link_s["cp"]
+    # The traffic matrix lays the passes out to the next rank of each CP ring.
+    cp_volume = per_gpu_volume_bytes(
+        Placement.from_layout(on_.scenario.layout, 8), traffic_loads(on_)
+    )[TrafficKind.CP]
+    gathered = bus_factor(Collective.ALL_GATHER, float(cp)) * on_c[Collective.ALL_GATHER][0]
+    passes = size * calls
+    assert cp_volume[0] == pytest.approx(gathered * on_c[Collective.ALL_GATHER][1] + passes)
+    assert estimate_traffic(on_).bytes.sum() > estimate_traffic(off_).bytes.sum()

@@ -15,6 +15,7 @@ from estimator.traffic import (
     Placement,
     SparseTraffic,
     per_gpu_volume_bytes,
+    traffic_entry_count,
     traffic_matrix,
 )
 
@@ -127,6 +128,19 @@ def test_dp_runs_over_dp_times_cp_when_cp_above_one() -> None:
     assert entries(m) == {(0, 1): 1.5 * S, (1, 2): 1.5 * S, (2, 3): 1.5 * S, (3, 0): 1.5 * S}
     cp = traffic_matrix(pl, [m_load(TrafficKind.CP)])
     assert entries(cp) == {(0, 1): S, (1, 0): S, (2, 3): S, (3, 2): S}
+
+
+def test_cp_ring_pass_goes_to_the_next_rank_under_either_algorithm() -> None:
+    # PyTorch's ring attention passes dK/dV to the next CP rank (Framework.cp_torch_ring): a
+    # sendrecv of the CP kind is a ring pass, not an all-pairs spread, even for DIRECT.
+    pl = Placement(1, 1, 1, context_parallel=4)
+    load = CollectiveLoad(TrafficKind.CP, Collective.SENDRECV, S, 3)
+    ring = {(0, 1): 3 * S, (1, 2): 3 * S, (2, 3): 3 * S, (3, 0): 3 * S}
+    for algorithm in (Algorithm.RING, Algorithm.DIRECT):
+        m = traffic_matrix(pl, [load], algorithm)
+        assert entries(m) == ring
+        assert traffic_entry_count(pl, [load], algorithm) == len(m)
+    assert per_gpu_volume_bytes(pl, [load])[TrafficKind.CP].tolist() == [3 * S] * 4
 
 
 def test_expert_groups_are_blocks_of_consecutive_dp_coordinates() -> None:
@@ -270,6 +284,8 @@ def test_load_validation() -> None:
         CollectiveLoad(TrafficKind.PP, AR, S, 1)
     with pytest.raises(ValidationError):
         CollectiveLoad(TrafficKind.TP, Collective.SENDRECV, S, 1)
+    with pytest.raises(ValidationError):
+        CollectiveLoad(TrafficKind.CP, Collective.ALL_REDUCE, S, 1, "forward")
     with pytest.raises(ValidationError):
         CollectiveLoad(TrafficKind.TP, AR, S, 1, "forward")
     with pytest.raises(ValidationError):
