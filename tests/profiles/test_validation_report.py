@@ -126,8 +126,10 @@ LLMFOUNDRY_MEAN_PCT = 5.4
 # DGX Cloud Grok-1 314B MoE rows (dispatcher TP gather/scatter, FlashAttention 2, attention-only
 # userbuffers budget, activations per routed copy): mean.
 DGXC_MOE_MEAN_PCT = 8.5
-# Every scored row (issue 11 target: 5 %).
-ALL_ROWS_MEAN_PCT = 5.9
+# Every scored row (issue 11 target: 5 %). 5.66 % on 145 rows; 6.63 % on 166 since 21 rows of
+# BigScience's prequel benchmarks are scored (SOURCES.md §8a: a rule declared before scoring;
+# all 21 predicted too fast). The bound follows the data set, not the other way round.
+ALL_ROWS_MEAN_PCT = 6.8
 
 
 def test_korthikanti_table5_out_of_sample(report: ValidationReport) -> None:
