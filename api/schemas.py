@@ -321,6 +321,13 @@ class FrameworkOverridesIn(_In):
     zero3_gathers_per_layer: int | None = Field(
         None, ge=1, le=1024, description="ZeRO-3 collectives per layer and pass"
     )
+    zero3_persistence_threshold: int | None = Field(
+        None,
+        ge=0,
+        le=10**12,
+        description="ZeRO-3: parameters with fewer elements stay gathered (DeepSpeed's "
+        "stage3_param_persistence_threshold); 0: every tensor gathered per layer",
+    )
     zero2_per_layer: bool | None = Field(
         None,
         description="ZeRO-2 as FSDP SHARD_GRAD_OP: per-layer gather before the forward and "

@@ -32,6 +32,22 @@ def layer_parameters(model: ModelSpec, *, moe: bool) -> float:
     return attention + mlp + 4.0 * h
 
 
+def layer_tensor_sizes(model: ModelSpec, t: Num = 1.0) -> tuple[Num, ...]:
+    """Elements per GPU of each parameter tensor of one dense layer, as ``layer_parameters``
+    counts them: 2 LayerNorms (weight, bias), QKV and projection (weight, bias), the FFN
+    (fc1/fc2 weights and biases, or a SwiGLU's three bias-free matrices). Column-parallel
+    tensors (QKV, fc1, their biases, the gate and up matrices) and row-parallel weights are
+    split over ``t``; the row-parallel biases and the norms are replicated."""
+    h, kv, f = float(model.hidden_size), float(model.kv_hidden), float(model.ffn)
+    norms: tuple[Num, ...] = (h, h, h, h)
+    attention: tuple[Num, ...] = (h * (h + 2.0 * kv) / t, (h + 2.0 * kv) / t, h * h / t, h)
+    if model.swiglu:
+        mlp: tuple[Num, ...] = (h * f / t, h * f / t, f * h / t)
+    else:
+        mlp = (h * f / t, f / t, f * h / t, h)
+    return norms + attention + mlp
+
+
 def embedding_parameters(model: ModelSpec) -> float:
     """Word (V·h) and learned position (s·h) embeddings."""
     return float(model.vocab_size) * model.hidden_size + float(model.seq_length) * (

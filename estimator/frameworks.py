@@ -84,6 +84,13 @@ Sources, per flag (dates from the Megatron-LM git history):
   (``ZERO3_LIST_GATHER_COPIES``, ``ZERO3_LIST_REDUCE_COPIES``), on the collective's stream,
   so waited on with it. Later DeepSpeed and FSDP gather into one flat tensor
   (``_all_gather_base``).
+- ``zero3_persistence_threshold``: ZeRO-3 parameters with fewer elements than this stay
+  gathered (DeepSpeed's ``stage3_param_persistence_threshold``, default 100000 from v0.3.12
+  to today: ``deepspeed/runtime/zero/constants.py``); ``stage3.py`` ``persistent_parameters``
+  marks them ``ds_persist``, ``release_sub_module`` never re-partitions them and they are
+  gathered once after the optimizer step, so only the larger tensors are all-gathered per
+  layer and pass. Their gradients are still reduce-scattered one tensor at a time
+  (``create_reduce_and_remove_grad_hooks`` hooks every parameter). 0: every tensor gathered.
 - ``pp_scatter_gather``: pipeline sends of 1/t of the activation, all-gathered over the TP
   group on receipt: Megatron's scatter/gather (SC21 §4.1), and DeepSpeed's pipeline engine with
   TP > 1 (``is_pipe_partitioned = is_model_parallel`` since its first release, Sept. 2020:
@@ -228,6 +235,7 @@ class Framework:
     sp_regather_saved_shard: bool = True
     zero3_gathers_per_layer: int = 1
     zero3_list_collectives: bool = False
+    zero3_persistence_threshold: int = 0
     zero2_per_layer: bool = False
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
     attention_kernel: str = "fused"
@@ -255,6 +263,12 @@ class Framework:
                 "training.framework.attention_kernel",
                 self.attention_kernel,
                 f"must be one of {', '.join(ATTENTION_KERNELS)}",
+            )
+        if self.zero3_persistence_threshold < 0:
+            raise ValidationError(
+                "training.framework.zero3_persistence_threshold",
+                self.zero3_persistence_threshold,
+                "must be a whole number >= 0",
             )
         if self.zero3_gathers_per_layer < 1:
             raise ValidationError(
@@ -416,6 +430,10 @@ _PRESETS = (
         grad_reduce_per_microbatch=True,
         zero3_gathers_per_layer=12,
         zero3_list_collectives=True,
+        # DeepSpeed v0.3.13 constants.py ZERO_OPTIMIZATION_PARAM_PERSISTENCE_THRESHOLD_DEFAULT;
+        # the DeepSpeedExamples Megatron ZeRO-3 configs of March/April 2021 (2cd968f, bdf8e59)
+        # misspell the key ("persitance"/"persitence"), so the default applies there too.
+        zero3_persistence_threshold=100_000,
     ),
     _FSDP := dataclasses.replace(
         _MEGATRON_2022,

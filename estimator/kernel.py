@@ -38,6 +38,7 @@ from estimator.flops import (
     embedding_parameters,
     layer_forward_flops,
     layer_parameters,
+    layer_tensor_sizes,
     logit_forward_flops,
     megatron_parameters,
     model_forward_flops,
@@ -925,6 +926,19 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         (layer_params * beta / gathers, dense_shard, dp_groups[0][2]),
         (expert_layer * beta / gathers, expert_shard, dp_groups[1][2]),
     ]
+    # Gradients are reduce-scattered tensor by tensor (``gathers`` per layer, ``z3_unit``); with
+    # a persistence threshold (DeepSpeed's ``stage3_param_persistence_threshold``) the small
+    # tensors stay gathered, so a dense layer's pass all-gathers only its larger tensors:
+    # ``n_ag`` of them, ``z3_ag_unit`` bytes each on average (MoE layers: every tensor).
+    n_ag: Num = gathers
+    z3_ag_unit = z3_unit
+    threshold = float(fw.zero3_persistence_threshold)
+    if threshold > 0.0 and not moe_frac:
+        sizes = layer_tensor_sizes(model, t)
+        kept = [_ge(n, threshold) for n in sizes]
+        n_ag = _max(sum(kept, start=0.0 * t), 1.0)
+        gathered = sum((k * n for k, n in zip(kept, sizes, strict=True)), start=0.0 * t)
+        z3_ag_unit = [(gathered * beta / n_ag, dense_shard, dp_groups[0][2]), z3_unit[1]]
     z3_ag = [_NEVER, _NEVER]
     z3_rs = [_NEVER, _NEVER]
     z3_gather_layer: Num = 0.0  # before the forward pass (ZeRO-3 and FSDP's ZeRO-2)
@@ -935,13 +949,13 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     any_z3 = _any(per_layer)
     if any_z3:
         z3_ag = [
-            pricer.time(_DP, _ALL_GATHER, grp, nodes, n, per_layer) for n, grp, nodes in z3_unit
+            pricer.time(_DP, _ALL_GATHER, grp, nodes, n, per_layer) for n, grp, nodes in z3_ag_unit
         ]
         z3_rs = [
             pricer.time(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta, per_layer * per_mb)
             for n, grp, nodes in z3_unit
         ]
-        one_gather = gathers * (z3_ag[0][1] + z3_ag[1][1])
+        one_gather = n_ag * (z3_ag[0][1] + z3_ag[1][1])
         z3_gather_layer = per_layer * one_gather
         z3_regather_layer = z3 * (1.0 + regather) * one_gather
         z3_reduce_layer = per_layer * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
@@ -951,12 +965,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # each of them.
     zg, zrg, zr, zb = z3_gather_layer, z3_regather_layer, z3_reduce_layer, z3_bwd_layer
     if any_z3 and fw.zero3_list_collectives:
-        copy_g = sum(roof.stream_s(ZERO3_LIST_GATHER_COPIES * n) for n, _, _ in z3_unit)
+        copy_g = sum(roof.stream_s(ZERO3_LIST_GATHER_COPIES * n) for n, _, _ in z3_ag_unit)
         copy_r = sum(
             roof.stream_s(ZERO3_LIST_REDUCE_COPIES * n * beta_g / beta) for n, _, _ in z3_unit
         )
-        zg = z3_gather_layer + z3 * gathers * copy_g
-        zrg = z3_regather_layer + z3 * (1.0 + regather) * gathers * copy_g
+        zg = z3_gather_layer + z3 * n_ag * copy_g
+        zrg = z3_regather_layer + z3 * (1.0 + regather) * n_ag * copy_g
         zr = z3_reduce_layer + z3 * per_mb * gathers * copy_r
         zb = zrg + zr
     ogr = fw.overlap_grad_reduce
@@ -1168,10 +1182,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         if ag_ is not _NEVER:
             rec(_DP, _ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2_stage, False)
     if any_z3:
-        for (n, grp, nodes), ag_, rs_ in zip(z3_unit, z3_ag, z3_rs, strict=True):
+        for (n, grp, nodes), (n_g, _, _), ag_, rs_ in zip(
+            z3_unit, z3_ag_unit, z3_ag, z3_rs, strict=True
+        ):
             if ag_ is not _NEVER:
-                calls = gathers * layers_pace * (per_layer + z3 * (1.0 + regather))
-                rec(_DP, _ALL_GATHER, grp, nodes, n, ag_, calls, True)
+                calls = n_ag * layers_pace * (per_layer + z3 * (1.0 + regather))
+                rec(_DP, _ALL_GATHER, grp, nodes, n_g, ag_, calls, True)
             if rs_ is not _NEVER:
                 calls = per_layer * per_mb * gathers * layers_pace
                 rec(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta, rs_, calls, True)

@@ -1215,3 +1215,37 @@ def test_torch_ring_gathers_full_heads_and_passes_fp32_kv_grads_each_step() -> N
     passes = size * calls
     assert cp_volume[0] == pytest.approx(gathered * on_c[Collective.ALL_GATHER][1] + passes)
     assert estimate_traffic(on_).bytes.sum() > estimate_traffic(off_).bytes.sum()
+
+
+def test_zero3_persistent_small_tensors_are_not_gathered_per_layer(gpt3: ModelSpec) -> None:
+    """DeepSpeed v0.3.13 ZeRO-3 keeps parameters under stage3_param_persistence_threshold
+    (1e5, constants.py) gathered (stage3.py persistent_parameters): a GPT-3 layer's biases
+    and norms (<= 4h = 49152 elements) are never all-gathered per layer, its 4 weight
+    matrices are; every tensor's gradient is still reduce-scattered on its own."""
+    layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
+    fw = framework_preset("deepspeed-2021")
+    assert fw.zero3_persistence_threshold == 100_000
+
+    def dp(f: Framework) -> tuple[float, float, float, float]:
+        tr = TrainingSpec(global_batch_size=1536, micro_batch_size=4, framework=f)
+        e = estimate(Scenario(gpt3, tr, layout, a100()))
+        z3 = [c for c in e.collectives if c.kind is TrafficKind.DP and c.calls_per_iteration]
+        ag = [c for c in z3 if c.op is Collective.ALL_GATHER]
+        rs = [c for c in z3 if c.op is Collective.REDUCE_SCATTER]
+        return (
+            sum(c.calls_per_iteration for c in ag),
+            sum(c.calls_per_iteration * c.size_bytes for c in ag),
+            sum(c.calls_per_iteration for c in rs),
+            e.breakdown.dp_s,
+        )
+
+    layers, h = 96, 12288.0
+    calls, gathered, scatters, dp_s = dp(fw)
+    # Forward, replay and backward: 3 passes, 4 weight matrices each (QKV, proj, fc1, fc2).
+    assert calls == layers * 3 * 4
+    assert gathered == pytest.approx(layers * 3 * 2.0 * 12.0 * h * h, rel=1e-9)
+    assert scatters == layers * fw.zero3_gathers_per_layer
+    calls_all, gathered_all, scatters_all, dp_all = dp(fw.replace(zero3_persistence_threshold=0))
+    assert calls_all == layers * 3 * fw.zero3_gathers_per_layer
+    assert gathered_all > gathered and scatters_all == scatters
+    assert dp_s < dp_all
