@@ -994,6 +994,45 @@ def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
     assert np.isfinite(sweep.iteration_s).all()
 
 
+def test_sweep_equals_single_estimates_with_zero3_persistent_tensors() -> None:
+    # deepspeed-2021 keeps tensors under 1e5 elements gathered (dense layers only): the
+    # vectorised count of gathered tensors per layer equals the scalar one. At h = 256 the
+    # per-GPU weights cross the threshold as t grows (QKV 196,608 / t; FC1 and FC2 262,144 / t;
+    # the projection 65,536 / t never gathers): 3 gathered at t 1, 2 at t 2, none at t 4.
+    model = ModelSpec(
+        num_layers=4, hidden_size=256, num_attention_heads=4, seq_length=512, vocab_size=1024
+    )
+    fw = framework_preset("deepspeed-2021")
+    assert fw.zero3_persistence_threshold > 0
+    cluster = a100()
+    rows = [(t, d, rc) for t in (1, 2, 4) for d in (64 // t,) for rc in (0, 2)]
+    sweep = evaluate_layouts(
+        model,
+        TrainingSpec(global_batch_size=64, framework=fw),
+        cluster,
+        LayoutArrays.from_columns(
+            p=[1] * len(rows),
+            t=[r[0] for r in rows],
+            d=[r[1] for r in rows],
+            b=[1] * len(rows),
+            zero=[3] * len(rows),
+            recompute=[r[2] for r in rows],
+        ),
+    )
+    code_to_recompute = {v: k for k, v in RECOMPUTE_CODE.items()}
+    for i, (t, d, rc) in enumerate(rows):
+        tr = TrainingSpec(global_batch_size=64, framework=fw, recompute=code_to_recompute[rc])
+        layout = LayoutSpec(pipeline=1, tensor=t, data=d, zero_stage=3)
+        single = estimate(Scenario(model, tr, layout, cluster))
+        assert single.iteration_time_s == sweep.iteration_s[i], (t, rc)
+        gathers = [c for c in single.collectives if c.op is Collective.ALL_GATHER]
+        # per micro-batch (t of them: d = 64/t, mbs 1), layer and pass (forward, backward, and
+        # the replay under full recompute)
+        passes = single.micro_batches * 4 * (3 if rc == 2 else 2)
+        expected = {1: 3, 2: 2, 4: 0}[t] * passes
+        assert sum(c.calls_per_iteration for c in gathers) == expected, (t, rc)
+
+
 # --- size-dependent GEMM efficiency (docs/design.md §4.4) -------------------------------------------
 def _one_layer(
     model: ModelSpec, peak_flops: float, *, t: float, flash: bool, x0: float = 0.0
