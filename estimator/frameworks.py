@@ -411,9 +411,10 @@ _PRESETS = (
         _MEGATRON_2022,
         name="deepspeed-2021",
         description=(
-            "DeepSpeed as of mid 2021: ZeRO-3 gathers every parameter tensor on its own and "
-            "synchronously (each all-gather waited on the previous one: DeepSpeed issue #1069, "
-            "fixed by PR #1188, June 2021), so nothing overlaps; pipeline gradients sent whole "
+            "DeepSpeed as of mid 2021: ZeRO-3 gathers every parameter tensor of 100,000 "
+            "elements or more on its own (smaller ones stay gathered) and synchronously (each "
+            "all-gather waited on the previous one: DeepSpeed issue #1069, fixed by PR #1188, "
+            "June 2021), so nothing overlaps; pipeline gradients sent whole "
             "(partitioned from v0.5.4, Sept. 2021); otherwise as deepspeed"
         ),
         tp_overlap_wgrad=False,
