@@ -324,7 +324,13 @@ def _describe(fw: Framework) -> str:
     return (
         f"framework={fw.name} ({fw.description}): on: {', '.join(on) or 'none'}; "
         f"off: {', '.join(off) or 'none'}; ZeRO-3 gathers per layer "
-        f"{fw.zero3_gathers_per_layer}; optimizer step "
+        f"{fw.zero3_gathers_per_layer}"
+        + (
+            f" (tensors under {fw.zero3_persistence_threshold:,} elements stay gathered)"
+            if fw.zero3_persistence_threshold
+            else ""
+        )
+        + f"; optimizer step "
         f"{fw.optimizer_bytes_per_parameter:g} B/parameter through HBM; gradient "
         f"accumulation {fw.accumulation_bytes_per_parameter:g} B/parameter per micro-batch; "
         f"attention kernel {fw.attention_kernel}; selective recompute "
