@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -283,6 +284,25 @@ def test_async_tp_overlaps_the_forward_pass_only(gpt3: ModelSpec) -> None:
 LLAMA3_8B = model_preset("llama3-8b")
 
 
+# One dense layer of one unsharded sequence unless a test says otherwise (layer_times' inputs).
+_LAYER_DEFAULTS: dict[str, Any] = {
+    "b": 1.0,
+    "t": 1.0,
+    "cp": 1.0,
+    "sp": 0.0,
+    "beta": 2.0,
+    "flash": True,
+    "moe": False,
+    "imbalance": 1.0,
+    "ep": 1.0,
+}
+
+
+def _layer(model: ModelSpec, roof: Roofline, **changes: Any) -> LayerTimes:
+    """``layer_times`` with ``_LAYER_DEFAULTS`` for every input ``changes`` does not give."""
+    return layer_times(model, roof, **{**_LAYER_DEFAULTS, **changes})
+
+
 def _roofline(fp8: bool) -> Roofline:
     """An H100-like roofline with round constants and c = 0 (GEMM time proportional to FLOPs)."""
     return Roofline(
@@ -304,10 +324,7 @@ def test_fp8_casts_are_charged_in_the_pass_that_runs_them() -> None:
     roof = _roofline(fp8=True)
     hbm = roof.hbm_bytes_per_s
     b, s = 2.0, float(LLAMA3_8B.seq_length)
-    lt = layer_times(
-        LLAMA3_8B, roof, b=b, t=1.0, cp=1.0, sp=0.0, beta=2.0, flash=True, moe=False,
-        imbalance=1.0, ep=1.0,
-    )  # fmt: skip
+    lt = _layer(LLAMA3_8B, roof, b=b)
     h, kv, f = 4096.0, 1024.0, 14336.0
     inputs = h + h + h + f  # QKV, output projection, FC1 (gated: w1 and w3 share it), FC2
     grads = (h + 2.0 * kv) + h + 2.0 * f + h  # their output gradients
@@ -316,10 +333,7 @@ def test_fp8_casts_are_charged_in_the_pass_that_runs_them() -> None:
     assert lt.cast_bwd == pytest.approx(
         tokens * (2.0 * inputs + 4.0 * grads) / (HBM_EFFICIENCY * hbm), rel=1e-12
     )
-    bf16 = layer_times(
-        LLAMA3_8B, dataclasses.replace(roof, fp8=False), b=b, t=1.0, cp=1.0, sp=0.0, beta=2.0,
-        flash=True, moe=False, imbalance=1.0, ep=1.0,
-    )  # fmt: skip
+    bf16 = _layer(LLAMA3_8B, dataclasses.replace(roof, fp8=False), b=b)
     assert bf16.cast_fwd == 0.0 and bf16.cast_bwd == 0.0
     rest_fwd = lt.linear_fwd + lt.attention_fwd + lt.elementwise_fwd + lt.extra_fwd
     assert lt.forward() == pytest.approx(rest_fwd + lt.cast_fwd, rel=1e-12)
@@ -336,19 +350,7 @@ def test_op_sac_replays_every_other_gemm_and_no_attention(fp8: bool) -> None:
     w3 w2) and SDPA; in FP8 no linear output is saved (torch._scaled_mm is not on its list)."""
 
     roof = _roofline(fp8=fp8)
-    lt = layer_times(
-        LLAMA3_8B,
-        roof,
-        b=2.0,
-        t=1.0,
-        cp=1.0,
-        sp=0.0,
-        beta=2.0,
-        flash=True,
-        moe=False,
-        imbalance=1.0,
-        ep=1.0,
-    )
+    lt = _layer(LLAMA3_8B, roof, b=2.0)
     h, kv, f = 4096.0, 1024.0, 14336.0
     # With c = 0 a GEMM's time is proportional to its FLOPs: wk + wo + w3 of the block's.
     fraction = 1.0 if fp8 else (kv + h + f) / (2.0 * h + 2.0 * kv + 3.0 * f)
@@ -878,19 +880,7 @@ def test_moe_activation_traffic_counts_every_routed_copy_at_the_expert_width() -
     t, b = 4.0, 1.0
 
     def times(moe: bool) -> LayerTimes:
-        return layer_times(
-            model,
-            roof,
-            b=b,
-            t=t,
-            cp=1.0,
-            sp=1.0,
-            beta=2.0,
-            flash=True,
-            moe=moe,
-            imbalance=1.0,
-            ep=8.0,
-        )
+        return _layer(model, roof, b=b, t=t, sp=1.0, moe=moe, ep=8.0)
 
     sbh = b * 4096 * 4096
     extra_bytes = (2 * 2 - 1) * 16.0 / t * sbh  # (top_k · 2f/f − 1) · 16sbh/t, 2-byte
@@ -1047,19 +1037,7 @@ def _one_layer(
         elementwise_factor=0.0,
         gemm_half_size_elements=x0,
     )
-    return layer_times(
-        model,
-        roof,
-        b=1.0,
-        t=t,
-        cp=1.0,
-        sp=0.0,
-        beta=2.0,
-        flash=flash,
-        moe=False,
-        imbalance=1.0,
-        ep=1.0,
-    )
+    return _layer(model, roof, t=t, flash=flash)
 
 
 def _linear_fwd_s(t: float, x0: float) -> float:
@@ -1117,19 +1095,7 @@ def test_triton_flash_attention_runs_the_fa2_paper_ratios_slower_than_flash2() -
             attention_efficiency=fwd_eff,
             attention_backward_efficiency=bwd_eff,
         )
-        return layer_times(
-            model,
-            roof,
-            b=1.0,
-            t=1.0,
-            cp=1.0,
-            sp=0.0,
-            beta=2.0,
-            flash=True,
-            moe=False,
-            imbalance=1.0,
-            ep=1.0,
-        )
+        return _layer(model, roof)
 
     fa2, triton = attention("flash2"), attention("triton")
     assert TRITON_FLASH_FORWARD_SLOWDOWN == 1.4 and TRITON_FLASH_BACKWARD_SLOWDOWN == 2.0
