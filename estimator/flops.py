@@ -17,35 +17,40 @@ def megatron_parameters(model: ModelSpec) -> float:
     return 12.0 * l * h * h * (1.0 + 13.0 / (12.0 * h) + (v + s) / (12.0 * l * h))
 
 
+def _norm_and_attention_tensors(model: ModelSpec, t: Num) -> tuple[Num, ...]:
+    """The 2 LayerNorms (weight, bias), QKV and output projection (weight, bias), per GPU."""
+    h, kv = float(model.hidden_size), float(model.kv_hidden)
+    return (h, h, h, h, h * (h + 2.0 * kv) / t, (h + 2.0 * kv) / t, h * h / t, h)
+
+
+def _mlp_tensors(model: ModelSpec, f: float, t: Num) -> tuple[Num, ...]:
+    """An FFN of width f per GPU: fc1/fc2 weights and biases, or a SwiGLU's three bias-free
+    matrices (as in Llama)."""
+    h = float(model.hidden_size)
+    if model.swiglu:
+        return (h * f / t, h * f / t, f * h / t)
+    return (h * f / t, f / t, f * h / t, h)
+
+
 def layer_parameters(model: ModelSpec, *, moe: bool) -> float:
     """Parameters of one transformer layer (weights + biases + 2 layernorms).
 
     With f = 4h, no GQA and no gating this is 12h² + 13h, the per-layer part of eq. 2.
     A gated (SwiGLU) FFN has three h×f matrices and, as in Llama, no biases.
     """
-    h, kv = float(model.hidden_size), float(model.kv_hidden)
-    attention = h * (h + 2.0 * kv) + (h + 2.0 * kv) + h * h + h
-    f = float(model.expert_ffn if moe else model.ffn)
-    mlp = 3.0 * h * f if model.swiglu else 2.0 * h * f + f + h
+    shared = float(sum(_norm_and_attention_tensors(model, 1.0)))
+    mlp = float(sum(_mlp_tensors(model, float(model.expert_ffn if moe else model.ffn), 1.0)))
     if moe:
-        mlp = model.moe_num_experts * mlp + h * model.moe_num_experts  # experts + router
-    return attention + mlp + 4.0 * h
+        mlp = model.moe_num_experts * mlp + float(model.hidden_size) * model.moe_num_experts
+    return shared + mlp
 
 
 def layer_tensor_sizes(model: ModelSpec, t: Num = 1.0) -> tuple[Num, ...]:
-    """Elements per GPU of each parameter tensor of one dense layer, as ``layer_parameters``
-    counts them: 2 LayerNorms (weight, bias), QKV and projection (weight, bias), the FFN
-    (fc1/fc2 weights and biases, or a SwiGLU's three bias-free matrices). Column-parallel
-    tensors (QKV, fc1, their biases, the gate and up matrices) and row-parallel weights are
-    split over ``t``; the row-parallel biases and the norms are replicated."""
-    h, kv, f = float(model.hidden_size), float(model.kv_hidden), float(model.ffn)
-    norms: tuple[Num, ...] = (h, h, h, h)
-    attention: tuple[Num, ...] = (h * (h + 2.0 * kv) / t, (h + 2.0 * kv) / t, h * h / t, h)
-    if model.swiglu:
-        mlp: tuple[Num, ...] = (h * f / t, h * f / t, f * h / t)
-    else:
-        mlp = (h * f / t, f / t, f * h / t, h)
-    return norms + attention + mlp
+    """Elements per GPU of each parameter tensor of one dense layer, the ones
+    ``layer_parameters`` sums. Column-parallel tensors (QKV, fc1, their biases, the gate and up
+    matrices) and row-parallel weights are split over ``t``; the row-parallel biases and the
+    norms are replicated."""
+    return _norm_and_attention_tensors(model, t) + _mlp_tensors(model, float(model.ffn), t)
 
 
 def embedding_parameters(model: ModelSpec) -> float:
