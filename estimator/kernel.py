@@ -844,19 +844,19 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     torch_ring = fw.cp_torch_ring
     kv_width = float(model.hidden_size) if torch_ring else float(model.kv_hidden)
     kv_bytes = 2.0 * beta * b * s * kv_width / t
-    dkv_bytes = 2.0 * 4.0 * b * (s / cp) * kv_width / t
-    ring_passes = cp * _min(cp - 1.0, 1.0)  # whole cp: a sweep's cp = 1 layouts pass nothing
+    # The backward's K/V gradients: (collective, bytes, calls per layer).
+    cp_back: tuple[Collective, Num, Num] = (
+        (_SENDRECV, 2.0 * 4.0 * b * (s / cp) * kv_width / t, cp * _min(cp - 1.0, 1.0))
+        if torch_ring  # whole cp passes (a sweep's cp = 1 layouts pass nothing)
+        else (_REDUCE_SCATTER, kv_bytes, 1.0)
+    )
     cp_ag = cp_rs = _NEVER
     cp_link_layer: Num = 0.0
     cp_exposed_layer: Num = 0.0
     if _any(cp - 1.0):
         cp_ag = pricer.time(_CP, _ALL_GATHER, cp, ctx.nodes_cp, kv_bytes)
-        if torch_ring:
-            cp_rs = pricer.time(_CP, _SENDRECV, cp, ctx.nodes_cp, dkv_bytes)
-            cp_link_layer = (2.0 + full) * cp_ag[1] + ring_passes * cp_rs[1]
-        else:
-            cp_rs = pricer.time(_CP, _REDUCE_SCATTER, cp, ctx.nodes_cp, kv_bytes)
-            cp_link_layer = (2.0 + full) * cp_ag[1] + cp_rs[1]
+        cp_rs = pricer.time(_CP, cp_back[0], cp, ctx.nodes_cp, cp_back[1])
+        cp_link_layer = (2.0 + full) * cp_ag[1] + cp_back[2] * cp_rs[1]
         cp_exposed_layer = (
             _max(cp_link_layer - layer_attention, 0.0) if fw.cp_overlap else cp_link_layer
         )
@@ -1162,10 +1162,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     if cp_ag is not _NEVER:
         rec(_CP, _ALL_GATHER, cp, ctx.nodes_cp, kv_bytes, cp_ag, layers_pace * (2.0 + full), True)
     if cp_rs is not _NEVER:
-        if fw.cp_torch_ring:
-            rec(_CP, _SENDRECV, cp, ctx.nodes_cp, dkv_bytes, cp_rs, layers_pace * ring_passes, True)
-        else:
-            rec(_CP, _REDUCE_SCATTER, cp, ctx.nodes_cp, kv_bytes, cp_rs, layers_pace, True)
+        op, size, calls = cp_back
+        rec(_CP, op, cp, ctx.nodes_cp, size, cp_rs, layers_pace * calls, True)
     if whole_grads:
         for size, priced in ((send_bytes, pp_send), (grad_bytes, pp_send_g)):
             if priced is not _NEVER:
