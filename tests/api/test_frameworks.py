@@ -115,7 +115,14 @@ def test_an_unknown_framework_is_a_422_listing_the_presets(client: TestClient) -
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"overlap_everything": True}, {"tp_comm_overlap": "maybe"}, {"zero3_gathers_per_layer": 0}],
+    [
+        {"overlap_everything": True},
+        {"tp_comm_overlap": "maybe"},
+        {"zero3_gathers_per_layer": 0},
+        {"zero3_persistence_threshold": -1},
+        {"zero3_persistence_threshold": 1.5},
+        {"cp_torch_ring": "maybe"},
+    ],
 )
 def test_a_bad_override_is_a_422(client: TestClient, overrides: dict[str, object]) -> None:
     response = client.post(
