@@ -534,7 +534,44 @@ def validate_layout(
         )
     if t > g:
         warnings.append(f"tensor={t} > gpus_per_node={g}: TP all-reduces cross nodes")
+    warnings.extend(shape_alignment_warnings(model, t))
     return warnings
+
+
+# GEMM shapes the engine prices by size alone. Tensor cores want 16-bit dimensions in multiples
+# of 8 elements (16 bytes), and a width that fills whole tiles (NVIDIA, "Matrix Multiplication
+# Background User's Guide", §2.2 Tensor Core requirements and §3.1 tile quantization). How much
+# a misaligned shape costs depends on cuBLAS's kernel choice, so it is named, not priced:
+# BigScience measured the same 40-node layout (t 8, p 10, d 4, MBS 1) at 94.4 TFLOP/s per GPU
+# with h = 14,400 (1,800 columns per GPU, head dimension 150) and at 120.1 with h = 13,824
+# (1,728 = 27 x 64 per GPU) (bigscience train/tr11-176B-ml/chronicles-prequel.md, "tile and
+# wave quantization", 02-20).
+HEAD_DIM_MULTIPLE = 8
+GEMM_WIDTH_MULTIPLE = 64
+
+
+def shape_alignment_warnings(model: ModelSpec, tensor: int) -> list[str]:
+    """Warnings for GEMM dimensions off the tensor-core grid (see GEMM_WIDTH_MULTIPLE)."""
+    out: list[str] = []
+    h, a = model.hidden_size, model.num_attention_heads
+    if h % a or (h // a) % HEAD_DIM_MULTIPLE:
+        out.append(
+            f"head dimension hidden_size/num_attention_heads = {h}/{a} = {h / a:g} is not a "
+            f"multiple of {HEAD_DIM_MULTIPLE}: the attention GEMMs leave the tensor cores' fast "
+            "path, which the estimate does not price (it may be optimistic)"
+        )
+    widths = {"hidden_size": h, "ffn_hidden_size": model.ffn}
+    if model.is_moe:
+        widths["moe_ffn_hidden_size"] = model.expert_ffn
+    for name, width in widths.items():
+        if width % (tensor * GEMM_WIDTH_MULTIPLE):
+            out.append(
+                f"{name}/tensor = {width}/{tensor} = {width / tensor:g} columns per GPU is not "
+                f"a multiple of {GEMM_WIDTH_MULTIPLE}: GEMM tile quantization is not priced "
+                "(BigScience measured 27 % more TFLOP/s with 1,728 columns per GPU than with "
+                "1,800 on the same layout), so the estimate may be optimistic"
+            )
+    return out
 
 
 def _check_stage_layers(layers: int, layout: LayoutSpec) -> None:

@@ -50,3 +50,38 @@ def test_unknown_precision_lists_the_choices() -> None:
 def test_zero_layers_is_refused() -> None:
     with pytest.raises(ValidationError, match=r"model\.num_layers"):
         ModelSpec(num_layers=0, hidden_size=8, num_attention_heads=1, seq_length=8, vocab_size=8)
+
+
+# BigScience's 02-17 shape (chronicles-prequel.md): h 14,400 with 96 heads at t 8.
+MISALIGNED = ModelSpec(
+    num_layers=80, hidden_size=14400, num_attention_heads=96, seq_length=2048, vocab_size=250880
+)
+
+
+def test_a_shape_off_the_tensor_core_grid_is_named_in_warnings() -> None:
+    warnings = validate_layout(
+        MISALIGNED,
+        TrainingSpec(global_batch_size=2048),
+        LayoutSpec(pipeline=10, tensor=8, data=1),
+        8,
+    )
+    joined = "\n".join(warnings)
+    assert "head dimension hidden_size/num_attention_heads = 14400/96 = 150" in joined
+    assert "hidden_size/tensor = 14400/8 = 1800 columns per GPU" in joined
+    assert "ffn_hidden_size/tensor = 57600/8 = 7200 columns per GPU" in joined
+    assert len(warnings) == 3
+
+
+def test_aligned_shapes_and_aligned_slices_give_no_shape_warning() -> None:
+    # GPT-3 175B: head dimension 128, 1,536 and 6,144 columns per GPU at t 8.
+    assert not validate_layout(
+        GPT3_175B, TrainingSpec(global_batch_size=1536), LayoutSpec(pipeline=8, tensor=8, data=1), 8
+    )
+    # The same 14,400 model on one GPU per layer slice keeps a 150-wide head, and only that.
+    warnings = validate_layout(
+        MISALIGNED,
+        TrainingSpec(global_batch_size=2048),
+        LayoutSpec(pipeline=10, tensor=1, data=1),
+        8,
+    )
+    assert len(warnings) == 1 and "head dimension" in warnings[0]
