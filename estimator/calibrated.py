@@ -7,13 +7,24 @@ Megatron-LM SC21 Table 1; the H100 16-bit and FP8 GEMM efficiencies on the dense
 DGX Cloud benchmarking recipes; then the size x0 of the size-dependent GEMM efficiency jointly on
 both, with u, γ and u8 refitted alongside. The nominal DGX profiles carry these values; a test
 checks that they equal what the report fits today.
+
+The same report scores every published run out of sample; ``VALIDATED_ACCURACY`` keeps its
+figures per kind of trainer, so an estimate can say how far runs of its kind were off (a test
+checks them against the report too).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FITTED_COMPUTE", "FittedCompute", "fitted_for_gpu"]
+__all__ = [
+    "ACCURACY_WARNING_PCT",
+    "FITTED_COMPUTE",
+    "VALIDATED_ACCURACY",
+    "FittedCompute",
+    "ValidatedAccuracy",
+    "fitted_for_gpu",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +72,24 @@ def fitted_for_gpu(gpu_model: str | None) -> FittedCompute | None:
     if "A100" in text:
         return FITTED_COMPUTE["a100"]
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedAccuracy:
+    """How the detailed model did on the published runs of one kind of trainer, out of sample
+    (``commest validate``, "by kind")."""
+
+    runs: int
+    mean_abs_error_pct: float
+    mean_error_pct: float  # signed: below 0, the runs took longer than predicted
+
+
+# ``commest validate`` today, keyed by ``estimator.frameworks.trainer_kind``.
+VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
+    "megatron-style": ValidatedAccuracy(runs=73, mean_abs_error_pct=3.8, mean_error_pct=-1.3),
+    "fsdp-style": ValidatedAccuracy(runs=61, mean_abs_error_pct=5.5, mean_error_pct=-1.0),
+    "deepspeed": ValidatedAccuracy(runs=32, mean_abs_error_pct=17.3, mean_error_pct=-17.3),
+}
+# An estimate warns when runs of its kind were off by more than this on average: the per-source
+# target of the validation protocol (README "Accuracy").
+ACCURACY_WARNING_PCT = 8.0

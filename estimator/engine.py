@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from estimator.bandwidth import (
@@ -11,7 +12,9 @@ from estimator.bandwidth import (
     TrafficKind,
     bus_factor,
 )
+from estimator.calibrated import ACCURACY_WARNING_PCT, VALIDATED_ACCURACY
 from estimator.compute import TRITON_FLASH_BACKWARD_SLOWDOWN, TRITON_FLASH_FORWARD_SLOWDOWN
+from estimator.frameworks import trainer_kind
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
 from estimator.specs import RECOMPUTE_CODE, Fidelity, Precision, Recompute, Scenario
 from estimator.traffic import (
@@ -294,8 +297,43 @@ def estimate(scenario: Scenario) -> Estimate:
         model_flops=k.model_flops,
         hardware_flops=float(k.hardware_flops),
         assumptions=assumptions(scenario),
-        warnings=list(scenario.warnings),
+        warnings=_warnings(scenario),
     )
+
+
+def _warnings(scenario: Scenario) -> list[str]:
+    """The scenario's layout warnings, and how far published runs of its kind of trainer were
+    off when that is beyond the validation target."""
+    out = list(scenario.warnings)
+    if scenario.fidelity is Fidelity.DETAILED:
+        note = _accuracy_note(scenario.training.software.name)[1]
+        if note:
+            out.append(note)
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _accuracy_note(framework_name: str) -> tuple[str, str | None]:
+    """(the ``assumptions`` line, a warning or None) for one framework preset's kind of trainer:
+    the out-of-sample error of the published runs of that kind (estimator.calibrated)."""
+    kind = trainer_kind(framework_name)
+    acc = VALIDATED_ACCURACY[kind]
+    line = (
+        f"validated: {acc.runs} published {kind} runs predicted {acc.mean_abs_error_pct:.1f} % "
+        f"off on average (mean signed error {acc.mean_error_pct:+.1f} %), out of sample "
+        "(commest validate)"
+    )
+    warning = None
+    if acc.mean_abs_error_pct > ACCURACY_WARNING_PCT:
+        fast = acc.mean_error_pct < 0
+        warning = (
+            f"framework {framework_name!r}: the {acc.runs} published {kind} runs commest is "
+            f"validated on were predicted {abs(acc.mean_error_pct):.1f} % too "
+            f"{'fast' if fast else 'slow'} on average (mean |error| "
+            f'{acc.mean_abs_error_pct:.1f} %, out of sample; README "Accuracy"): read this '
+            f"estimate as {'optimistic' if fast else 'pessimistic'}"
+        )
+    return line, warning
 
 
 def assumptions(scenario: Scenario) -> list[str]:
@@ -348,6 +386,7 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
         "fidelity=detailed: every stage priced operation by operation; the logit layer runs "
         "on the last stage, the embedding on the first; the slowest stage paces the pipeline",
         fw.describe(),
+        _accuracy_note(fw.name)[0],
         f"recompute={tr.recompute.value}: "
         + {
             Recompute.FULL: "every layer's forward is replayed, with its TP collectives",

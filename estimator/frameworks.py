@@ -178,6 +178,7 @@ __all__ = [
     "Framework",
     "framework_preset",
     "resolve_framework",
+    "trainer_kind",
 ]
 
 # Fused Adam (28 B), master-to-model copy (6 B), clipping norm (4 B), zeroing (4 B): see above.
@@ -525,3 +526,17 @@ def resolve_framework(name: str, overrides: Mapping[str, bool | int | float | st
             "training.framework", name, f"unknown preset; known: {', '.join(FRAMEWORK_NAMES)}"
         ) from None
     return preset.replace(**overrides) if overrides else preset
+
+
+# The three kinds of trainer the validation report scores separately (README "Accuracy").
+TRAINER_KINDS = ("megatron-style", "fsdp-style", "deepspeed")
+
+
+def trainer_kind(framework_name: str) -> str:
+    """The kind of trainer a preset is: ``megatron-style`` (Megatron-LM, NeMo), ``fsdp-style``
+    (PyTorch FSDP trainers) or ``deepspeed``."""
+    if framework_name in ("fsdp", "torchtitan", "llm-foundry"):
+        return "fsdp-style"
+    if framework_name.startswith("deepspeed"):
+        return "deepspeed"
+    return "megatron-style"

@@ -41,7 +41,7 @@ from estimator import (
 )
 from estimator.bandwidth import BandwidthProvider
 from estimator.errors import CalibrationError, LayoutError, ValidationError
-from estimator.frameworks import Framework, framework_preset
+from estimator.frameworks import Framework, framework_preset, trainer_kind
 from estimator.presets import gpu_preset
 
 NOMINAL_PROFILE = {"a100": "dgx-a100-nominal", "h100": "dgx-h100-nominal"}
@@ -216,6 +216,7 @@ class Summary:
     rows: int
     mean_abs_error_pct: float
     max_abs_error_pct: float
+    mean_error_pct: float = 0.0  # signed: below 0, the rows are predicted too fast on average
 
 
 @dataclass(slots=True)
@@ -250,7 +251,7 @@ class ValidationReport:
             for name, s in items:
                 lines.append(
                     f"  {name:<42} rows {s.rows:3d}  mean |err| {s.mean_abs_error_pct:6.2f} %"
-                    f"  max |err| {s.max_abs_error_pct:6.2f} %"
+                    f"  max |err| {s.max_abs_error_pct:6.2f} %  mean err {s.mean_error_pct:+6.2f} %"
                 )
 
         block("overall (out of sample)", [("all", self.summary)])
@@ -649,14 +650,7 @@ def _group_filter(family: TrainingFamily, group: str) -> Callable[[PublishedRun]
 def kinds_of(run: PublishedRun) -> tuple[str, ...]:
     """The row's kinds for the per-kind summary."""
     model, training, _layout = run.scenario_inputs
-    fw = training.software.name
-    trainer = (
-        "fsdp-style"
-        if fw in ("fsdp", "torchtitan", "llm-foundry")
-        else "deepspeed"
-        if fw.startswith("deepspeed")
-        else "megatron-style"
-    )
+    trainer = trainer_kind(training.software.name)
     precision = "fp8" if training.precision is Precision.FP8 else "16-bit"
     return (
         "moe" if model.is_moe else "dense",
@@ -669,7 +663,10 @@ def kinds_of(run: PublishedRun) -> tuple[str, ...]:
 def _summary(rows: Sequence[RowResult]) -> Summary:
     errors = [abs(r.error_pct) for r in rows]
     return Summary(
-        len(rows), float(np.mean(errors)) if errors else 0.0, max(errors) if errors else 0.0
+        len(rows),
+        float(np.mean(errors)) if errors else 0.0,
+        max(errors) if errors else 0.0,
+        float(np.mean([r.error_pct for r in rows])) if rows else 0.0,
     )
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from estimator import (
     ClusterSpec,
+    Estimate,
     Fidelity,
     FixedBandwidth,
     LayoutSpec,
@@ -20,6 +21,7 @@ from estimator import (
     megatron_parameters,
 )
 from estimator.bandwidth import Collective, TrafficKind
+from estimator.calibrated import ACCURACY_WARNING_PCT, VALIDATED_ACCURACY
 
 EXACT = 1e-12  # relative: the same arithmetic in a different order
 
@@ -370,6 +372,36 @@ def test_assumptions_name_every_refinement(
     for word in ("interleaved", "sequence parallel", "ZeRO-1", "DP overlap", "tied"):
         assert word in text
     assert not math.isnan(estimate(Scenario(gpt3, training, layout, cluster)).iteration_time_s)
+
+
+def test_an_estimate_says_how_far_runs_of_its_trainer_kind_were_off(
+    gpt3: ModelSpec, cluster: ClusterSpec
+) -> None:
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+
+    def run(framework: str, fidelity: Fidelity = Fidelity.DETAILED) -> Estimate:
+        tr = TrainingSpec(global_batch_size=1536, framework=framework)
+        return estimate(Scenario(gpt3, tr, layout, cluster, fidelity=fidelity))
+
+    for framework, kind in (
+        ("megatron-lm", "megatron-style"),
+        ("torchtitan", "fsdp-style"),
+        ("deepspeed", "deepspeed"),
+    ):
+        acc = VALIDATED_ACCURACY[kind]
+        e = run(framework)
+        line = next(a for a in e.assumptions if a.startswith("validated:"))
+        assert f"{acc.runs} published {kind} runs" in line
+        assert f"{acc.mean_abs_error_pct:.1f} %" in line
+        warned = [w for w in e.warnings if "commest is validated on" in w]
+        # A warning only where that kind misses the validation protocol's per-source target.
+        assert bool(warned) == (acc.mean_abs_error_pct > ACCURACY_WARNING_PCT), framework
+    assert VALIDATED_ACCURACY["deepspeed"].mean_abs_error_pct > ACCURACY_WARNING_PCT
+    (warning,) = [w for w in run("deepspeed-2021").warnings if "validated on" in w]
+    assert "too fast" in warning and "optimistic" in warning
+    # Paper fidelity is the seed's formulation, not the model the figures validate.
+    paper = run("deepspeed", Fidelity.PAPER)
+    assert not any("validated" in text for text in paper.assumptions + paper.warnings)
 
 
 def test_flash_attention_drops_exactly_the_attention_score_memory(

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from estimator.calibrated import FITTED_COMPUTE
-from estimator.frameworks import framework_preset
+from estimator.calibrated import FITTED_COMPUTE, VALIDATED_ACCURACY
+from estimator.frameworks import TRAINER_KINDS, framework_preset
 from profiles.validation.report import (
     GRAND_TETON_GPU,
     GRAND_TETON_PEAK_RANGE_BF16,
@@ -300,3 +300,15 @@ def test_json_and_table_outputs_carry_the_summaries(report: ValidationReport) ->
     assert data["training"] == report.training
     table = report.to_table()
     assert "mean |err|" in table and "by kind" in table and "korthikanti2022_table5" in table
+
+
+def test_estimates_carry_todays_accuracy_per_trainer_kind(report: ValidationReport) -> None:
+    # estimator.calibrated keeps the report's "by kind" figures for the estimate's assumptions
+    # and warnings; they must say what commest validate says today.
+    assert set(VALIDATED_ACCURACY) == set(TRAINER_KINDS)
+    for kind, acc in VALIDATED_ACCURACY.items():
+        summary = report.by_kind[kind]
+        assert acc.runs == summary.rows, kind
+        assert acc.mean_abs_error_pct == pytest.approx(summary.mean_abs_error_pct, abs=0.05)
+        assert acc.mean_error_pct == pytest.approx(summary.mean_error_pct, abs=0.05)
+    assert sum(a.runs for a in VALIDATED_ACCURACY.values()) == report.summary.rows
