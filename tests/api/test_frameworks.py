@@ -55,6 +55,20 @@ def test_the_breakdown_adds_the_optimizer_step_and_keeps_every_term(client: Test
     assert body["framework"]["name"] == "megatron-lm"  # the default
 
 
+def test_a_deepspeed_answer_warns_that_such_runs_were_predicted_too_fast(
+    client: TestClient,
+) -> None:
+    deepspeed = client.post(
+        "/v1/estimates", json={**ESTIMATE, "training": _training(framework="deepspeed")}
+    ).json()
+    warned = [w for w in deepspeed["warnings"] if "commest is validated on" in w]
+    assert len(warned) == 1 and "too fast" in warned[0]
+    assert any(a.startswith("validated: ") for a in deepspeed["assumptions"])
+    megatron = client.post("/v1/estimates", json=ESTIMATE).json()
+    assert not any("validated on" in w for w in megatron["warnings"])
+    assert any(a.startswith("validated: ") for a in megatron["assumptions"])
+
+
 def test_a_framework_request_equals_the_engine(client: TestClient) -> None:
     training = _training(
         framework="megatron-lm-2021", framework_overrides={"tp_overlap_wgrad": True}
