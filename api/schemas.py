@@ -1001,6 +1001,18 @@ class FrameworkOut(_Out):
         return data
 
 
+class ValidatedOut(_Out):
+    """How the detailed model did on the published runs of this estimate's kind of trainer,
+    predicted out of sample by ``commest validate`` (README "Accuracy")."""
+
+    trainer_kind: str = Field(description="megatron-style, fsdp-style or deepspeed")
+    runs: int = Field(description="published runs of that kind, scored out of sample")
+    mean_abs_error_pct: float = Field(description="mean |predicted - measured| / measured, %")
+    mean_error_pct: float = Field(
+        description="mean signed error, %: below 0, those runs took longer than predicted"
+    )
+
+
 def _terms(value: Any) -> Any:
     """A breakdown as ``{term: seconds}`` (the engine's ``Breakdown.as_dict``)."""
     return value.as_dict() if hasattr(value, "as_dict") else value
@@ -1040,6 +1052,11 @@ class EstimateResponse(_Out):
     assumptions: list[str]
     warnings: list[str] = Field(
         description="the engine's warnings, then one line per weak bandwidth answer"
+    )
+    validated: ValidatedOut | None = Field(
+        validation_alias=AliasPath("estimate", "validated"),
+        description="the out-of-sample error on published runs of this kind of trainer "
+        "(detailed fidelity; null in paper fidelity)",
     )
 
 

@@ -79,6 +79,7 @@ class ValidatedAccuracy:
     """How the detailed model did on the published runs of one kind of trainer, out of sample
     (``commest validate``, "by kind")."""
 
+    trainer_kind: str  # estimator.frameworks.trainer_kind
     runs: int
     mean_abs_error_pct: float
     mean_error_pct: float  # signed: below 0, the runs took longer than predicted
@@ -86,9 +87,12 @@ class ValidatedAccuracy:
 
 # ``commest validate`` today, keyed by ``estimator.frameworks.trainer_kind``.
 VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
-    "megatron-style": ValidatedAccuracy(runs=73, mean_abs_error_pct=3.8, mean_error_pct=-1.3),
-    "fsdp-style": ValidatedAccuracy(runs=61, mean_abs_error_pct=5.5, mean_error_pct=-1.0),
-    "deepspeed": ValidatedAccuracy(runs=32, mean_abs_error_pct=17.3, mean_error_pct=-17.3),
+    acc.trainer_kind: acc
+    for acc in (
+        ValidatedAccuracy("megatron-style", runs=73, mean_abs_error_pct=3.8, mean_error_pct=-1.3),
+        ValidatedAccuracy("fsdp-style", runs=61, mean_abs_error_pct=5.5, mean_error_pct=-1.0),
+        ValidatedAccuracy("deepspeed", runs=32, mean_abs_error_pct=17.3, mean_error_pct=-17.3),
+    )
 }
 # An estimate warns when runs of its kind were off by more than this on average: the per-source
 # target of the validation protocol (README "Accuracy").

@@ -12,7 +12,7 @@ from estimator.bandwidth import (
     TrafficKind,
     bus_factor,
 )
-from estimator.calibrated import ACCURACY_WARNING_PCT, VALIDATED_ACCURACY
+from estimator.calibrated import ACCURACY_WARNING_PCT, VALIDATED_ACCURACY, ValidatedAccuracy
 from estimator.compute import TRITON_FLASH_BACKWARD_SLOWDOWN, TRITON_FLASH_FORWARD_SLOWDOWN
 from estimator.frameworks import trainer_kind
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
@@ -159,6 +159,9 @@ class Estimate:
     hardware_flops: float
     assumptions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # How the detailed model did on published runs of this kind of trainer, out of sample
+    # (estimator.calibrated); None in paper fidelity, which those runs do not validate.
+    validated: ValidatedAccuracy | None = None
 
     @property
     def iteration_time_s(self) -> float:
@@ -298,6 +301,11 @@ def estimate(scenario: Scenario) -> Estimate:
         hardware_flops=float(k.hardware_flops),
         assumptions=assumptions(scenario),
         warnings=_warnings(scenario),
+        validated=(
+            VALIDATED_ACCURACY[trainer_kind(scenario.training.software.name)]
+            if scenario.fidelity is Fidelity.DETAILED
+            else None
+        ),
     )
 
 

@@ -19,7 +19,7 @@ from estimator import (
     TrainingSpec,
     estimate,
 )
-from estimator.calibrated import FITTED_COMPUTE
+from estimator.calibrated import FITTED_COMPUTE, VALIDATED_ACCURACY
 from estimator.frameworks import FRAMEWORK_FLAGS, FRAMEWORK_PRESETS, framework_preset
 from estimator.presets import model_preset
 from profiles.nominal import NOMINAL_SPECS, nominal_bandwidth
@@ -64,9 +64,18 @@ def test_a_deepspeed_answer_warns_that_such_runs_were_predicted_too_fast(
     warned = [w for w in deepspeed["warnings"] if "commest is validated on" in w]
     assert len(warned) == 1 and "too fast" in warned[0]
     assert any(a.startswith("validated: ") for a in deepspeed["assumptions"])
+    assert deepspeed["validated"] == {
+        "trainer_kind": "deepspeed",
+        "runs": VALIDATED_ACCURACY["deepspeed"].runs,
+        "mean_abs_error_pct": VALIDATED_ACCURACY["deepspeed"].mean_abs_error_pct,
+        "mean_error_pct": VALIDATED_ACCURACY["deepspeed"].mean_error_pct,
+    }
     megatron = client.post("/v1/estimates", json=ESTIMATE).json()
     assert not any("validated on" in w for w in megatron["warnings"])
     assert any(a.startswith("validated: ") for a in megatron["assumptions"])
+    assert megatron["validated"]["trainer_kind"] == "megatron-style"
+    paper = client.post("/v1/estimates", json={**ESTIMATE, "fidelity": "paper"}).json()
+    assert paper["validated"] is None
 
 
 def test_a_framework_request_equals_the_engine(client: TestClient) -> None:

@@ -146,6 +146,12 @@ def test_estimate_shows_the_api_figures_for_a_preset(page: Page, server: Server)
         expect(rows.nth(i).locator(f".badge.{quality}")).to_have_count(1)
         expect(rows.nth(i).locator(f".badge.{collective['method']}")).to_have_count(1)
     expect(page.get_by_test_id("memory")).to_be_visible()
+    # the out-of-sample accuracy of this kind of trainer, as the answer gives it
+    validated = direct["validated"]
+    expect(page.get_by_test_id("validated")).to_contain_text(
+        f"{validated['mean_abs_error_pct']:.1f} % mean error on {validated['runs']} published "
+        f"{validated['trainer_kind']} runs"
+    )
 
 
 def test_a_typed_model_shape_starts_from_the_preset_and_is_sent(page: Page) -> None:
