@@ -557,8 +557,9 @@ def shape_alignment_warnings(model: ModelSpec, tensor: int) -> list[str]:
     if h % a or (h // a) % HEAD_DIM_MULTIPLE:
         out.append(
             f"head dimension hidden_size/num_attention_heads = {h}/{a} = {h / a:g} is not a "
-            f"multiple of {HEAD_DIM_MULTIPLE}: the attention GEMMs leave the tensor cores' fast "
-            "path, which the estimate does not price (it may be optimistic)"
+            f"multiple of {HEAD_DIM_MULTIPLE}: attention kernels pad it (FlashAttention) or "
+            "leave the tensor cores' fast path (batched GEMMs), which the estimate does not "
+            "price (it may be optimistic)"
         )
     widths = {"hidden_size": h, "ffn_hidden_size": model.ffn}
     if model.is_moe:
