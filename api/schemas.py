@@ -1011,6 +1011,8 @@ class ValidatedOut(_Out):
     mean_error_pct: float = Field(
         description="mean signed error, %: below 0, those runs took longer than predicted"
     )
+    error_p10_pct: float = Field(description="10th percentile of the signed error, %")
+    error_p90_pct: float = Field(description="90th percentile of the signed error, %")
 
 
 def _terms(value: Any) -> Any:
@@ -1022,6 +1024,12 @@ class EstimateResponse(_Out):
     """POST /v1/estimates (from an ``api.scenario.Answer``: an estimate and its cluster)."""
 
     iteration_time_s: float = Field(validation_alias=AliasPath("estimate", "iteration_time_s"))
+    iteration_time_range_s: tuple[float, float] | None = Field(
+        validation_alias=AliasPath("estimate", "iteration_time_range_s"),
+        description="[low, high]: the measured time if this estimate erred as the middle 80 % "
+        "of published runs of its kind of trainer did (out of sample; see validated); null in "
+        "paper fidelity",
+    )
     breakdown_s: Annotated[dict[str, float], BeforeValidator(_terms)] = Field(
         validation_alias=AliasPath("estimate", "breakdown")
     )

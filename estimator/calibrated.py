@@ -83,15 +83,27 @@ class ValidatedAccuracy:
     runs: int
     mean_abs_error_pct: float
     mean_error_pct: float  # signed: below 0, the runs took longer than predicted
+    # The 10th and 90th percentiles of the signed error (predicted - measured) / measured, %:
+    # 80 % of those runs fell between them (numpy's linear interpolation).
+    error_p10_pct: float
+    error_p90_pct: float
+
+    def measured_range_s(self, predicted_s: float) -> tuple[float, float]:
+        """The iteration times that put this prediction's error between the 10th and 90th
+        percentile of the kind's published runs: measured = predicted / (1 + error)."""
+        return (
+            predicted_s / (1.0 + self.error_p90_pct / 100.0),
+            predicted_s / (1.0 + self.error_p10_pct / 100.0),
+        )
 
 
 # ``commest validate`` today, keyed by ``estimator.frameworks.trainer_kind``.
 VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
     acc.trainer_kind: acc
     for acc in (
-        ValidatedAccuracy("megatron-style", runs=73, mean_abs_error_pct=3.8, mean_error_pct=-1.3),
-        ValidatedAccuracy("fsdp-style", runs=61, mean_abs_error_pct=5.5, mean_error_pct=-1.0),
-        ValidatedAccuracy("deepspeed", runs=32, mean_abs_error_pct=17.3, mean_error_pct=-17.3),
+        ValidatedAccuracy("megatron-style", 73, 3.8, -1.3, error_p10_pct=-9.4, error_p90_pct=4.1),
+        ValidatedAccuracy("fsdp-style", 61, 5.5, -1.0, error_p10_pct=-12.3, error_p90_pct=7.0),
+        ValidatedAccuracy("deepspeed", 32, 17.3, -17.3, error_p10_pct=-33.3, error_p90_pct=-6.5),
     )
 }
 # An estimate warns when runs of its kind were off by more than this on average: the per-source

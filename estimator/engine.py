@@ -164,6 +164,15 @@ class Estimate:
     validated: ValidatedAccuracy | None = None
 
     @property
+    def iteration_time_range_s(self) -> tuple[float, float] | None:
+        """Where the measured iteration time would fall if this estimate erred as the middle
+        80 % of published runs of its kind of trainer did (``validated``); None in paper
+        fidelity."""
+        if self.validated is None:
+            return None
+        return self.validated.measured_range_s(self.iteration_time_s)
+
+    @property
     def iteration_time_s(self) -> float:
         return self.breakdown.iteration_s
 

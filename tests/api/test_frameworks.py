@@ -64,18 +64,23 @@ def test_a_deepspeed_answer_warns_that_such_runs_were_predicted_too_fast(
     warned = [w for w in deepspeed["warnings"] if "commest is validated on" in w]
     assert len(warned) == 1 and "too fast" in warned[0]
     assert any(a.startswith("validated: ") for a in deepspeed["assumptions"])
+    acc = VALIDATED_ACCURACY["deepspeed"]
     assert deepspeed["validated"] == {
         "trainer_kind": "deepspeed",
-        "runs": VALIDATED_ACCURACY["deepspeed"].runs,
-        "mean_abs_error_pct": VALIDATED_ACCURACY["deepspeed"].mean_abs_error_pct,
-        "mean_error_pct": VALIDATED_ACCURACY["deepspeed"].mean_error_pct,
+        "runs": acc.runs,
+        "mean_abs_error_pct": acc.mean_abs_error_pct,
+        "mean_error_pct": acc.mean_error_pct,
+        "error_p10_pct": acc.error_p10_pct,
+        "error_p90_pct": acc.error_p90_pct,
     }
+    low, high = deepspeed["iteration_time_range_s"]
+    assert (low, high) == pytest.approx(acc.measured_range_s(deepspeed["iteration_time_s"]))
     megatron = client.post("/v1/estimates", json=ESTIMATE).json()
     assert not any("validated on" in w for w in megatron["warnings"])
     assert any(a.startswith("validated: ") for a in megatron["assumptions"])
     assert megatron["validated"]["trainer_kind"] == "megatron-style"
     paper = client.post("/v1/estimates", json={**ESTIMATE, "fidelity": "paper"}).json()
-    assert paper["validated"] is None
+    assert paper["validated"] is None and paper["iteration_time_range_s"] is None
 
 
 def test_a_framework_request_equals_the_engine(client: TestClient) -> None:

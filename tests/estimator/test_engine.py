@@ -397,11 +397,22 @@ def test_an_estimate_says_how_far_runs_of_its_trainer_kind_were_off(
         # A warning only where that kind misses the validation protocol's per-source target.
         assert bool(warned) == (acc.mean_abs_error_pct > ACCURACY_WARNING_PCT), framework
     assert VALIDATED_ACCURACY["deepspeed"].mean_abs_error_pct > ACCURACY_WARNING_PCT
+    # The band: the measured time for which this prediction's error would be the kind's 10th
+    # and 90th percentile (error = (predicted - measured) / measured).
+    e = run("deepspeed")
+    acc = VALIDATED_ACCURACY["deepspeed"]
+    assert e.validated is acc
+    low, high = e.iteration_time_range_s or (math.nan, math.nan)
+    t = e.iteration_time_s
+    assert 100.0 * (t - low) / low == pytest.approx(acc.error_p90_pct, rel=EXACT)
+    assert 100.0 * (t - high) / high == pytest.approx(acc.error_p10_pct, rel=EXACT)
+    assert t < low < high  # every published DeepSpeed run took longer than predicted
     (warning,) = [w for w in run("deepspeed-2021").warnings if "validated on" in w]
     assert "too fast" in warning and "optimistic" in warning
     # Paper fidelity is the seed's formulation, not the model the figures validate.
     paper = run("deepspeed", Fidelity.PAPER)
     assert not any("validated" in text for text in paper.assumptions + paper.warnings)
+    assert paper.validated is None and paper.iteration_time_range_s is None
 
 
 def test_flash_attention_drops_exactly_the_attention_score_memory(

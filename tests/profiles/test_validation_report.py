@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from estimator.calibrated import FITTED_COMPUTE, VALIDATED_ACCURACY
@@ -311,4 +312,11 @@ def test_estimates_carry_todays_accuracy_per_trainer_kind(report: ValidationRepo
         assert acc.runs == summary.rows, kind
         assert acc.mean_abs_error_pct == pytest.approx(summary.mean_abs_error_pct, abs=0.05)
         assert acc.mean_error_pct == pytest.approx(summary.mean_error_pct, abs=0.05)
+        errors = [r.error_pct for r in report.rows if kind in r.kinds]
+        p10, p90 = np.percentile(errors, [10, 90])
+        assert acc.error_p10_pct == pytest.approx(p10, abs=0.05)
+        assert acc.error_p90_pct == pytest.approx(p90, abs=0.05)
+        # 80 % of those runs (to the rounding of the percentiles) fall inside the band
+        inside = sum(acc.error_p10_pct - 0.05 <= e <= acc.error_p90_pct + 0.05 for e in errors)
+        assert inside / len(errors) == pytest.approx(0.8, abs=0.05)
     assert sum(a.runs for a in VALIDATED_ACCURACY.values()) == report.summary.rows

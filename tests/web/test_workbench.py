@@ -146,6 +146,14 @@ def test_estimate_shows_the_api_figures_for_a_preset(page: Page, server: Server)
         expect(rows.nth(i).locator(f".badge.{quality}")).to_have_count(1)
         expect(rows.nth(i).locator(f".badge.{collective['method']}")).to_have_count(1)
     expect(page.get_by_test_id("memory")).to_be_visible()
+    # the band of the measured time for this kind of trainer, in the answer's own seconds
+    low, high = direct["iteration_time_range_s"]
+    band = page.get_by_test_id("iteration-time-range").inner_text()
+    assert band.startswith("likely "), band
+    for text, expected in zip(band.removeprefix("likely ").split("–"), (low, high), strict=True):
+        number, unit = text.split()
+        shown_s = float(number) * {"s": 1.0, "ms": 1e-3}[unit]
+        assert math.isclose(shown_s, expected, rel_tol=SHOWN_SECONDS), band
     # the out-of-sample accuracy of this kind of trainer, as the answer gives it
     validated = direct["validated"]
     expect(page.get_by_test_id("validated")).to_contain_text(

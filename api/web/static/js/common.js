@@ -75,10 +75,11 @@ export function StackedBar({ parts, limit, format, testid, limitLabel }) {
   `;
 }
 
-export function Figure({ label: text, value, hint, testid, raw }) {
+export function Figure({ label: text, value, hint, testid, raw, note }) {
   return html`<div class="figure" title=${hint || ""}>
     <div class="figure-label">${text}</div>
     <div class="figure-value" data-testid=${testid} data-raw=${raw}>${value}</div>
+    ${note ? html`<div class="figure-note">${note}</div>` : null}
   </div>`;
 }
 

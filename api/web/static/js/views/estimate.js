@@ -48,7 +48,10 @@ export function EstimateResult({ result: r }) {
   return html`
     <section class="figures">
       <${Figure} label="iteration time" value=${seconds(r.iteration_time_s)} testid="iteration-time" raw=${r.iteration_time_s}
-        hint="wall-clock time of one training iteration (one optimizer step)" />
+        hint="wall-clock time of one training iteration (one optimizer step)"
+        note=${r.iteration_time_range_s ? html`<span data-testid="iteration-time-range"
+          title="the measured time if this estimate erred as the middle 80 % of published runs of its kind of trainer did (commest validate, out of sample)">
+          likely ${seconds(r.iteration_time_range_s[0])} – ${seconds(r.iteration_time_range_s[1])}</span>` : null} />
       <${Figure} label="throughput" value=${html`${count(r.throughput.tokens_per_s)} <small>tokens/s</small>`} testid="tokens-per-s" />
       <${Figure} label="MFU" value=${pct(r.throughput.mfu)} hint="model FLOPs utilisation: model FLOP/s per GPU over peak" testid="mfu" />
       <${Figure} label="HFU" value=${pct(r.throughput.hfu)} hint="hardware FLOPs utilisation (counts recomputation)" />
