@@ -79,6 +79,12 @@ def breakdown_table(result: Mapping[str, Any]) -> Table:
         table.add_row(str(term), f"{value:.4g}", share)
     table.add_section()
     table.add_row("iteration", f"{total:.4g}", "100.0", style="bold")
+    band = result.get("iteration_time_range_s")
+    if band:
+        # the measured time if this estimate erred as the middle 80 % of published runs of its
+        # kind of trainer did (``validated``)
+        low, high = (float(v) for v in band)
+        table.add_row("likely measured", f"{low:.4g} - {high:.4g}", "")
     return table
 
 

@@ -142,6 +142,10 @@ def test_estimate_table_shows_terms_ratios_and_collective_provenance(env: Path) 
     assert "Memory per GPU" in out
     assert "Collectives (bandwidth provenance)" in out
     assert "busbw GB/s" in out
+    # the likely range of the measured time, as the JSON answer gives it
+    answer = json.loads(run("estimate", "--request", str(ESTIMATE_EXAMPLE)).stdout)
+    low, high = answer["iteration_time_range_s"]
+    assert re.search(rf"likely measured\s*│\s*{low:.4g} - {high:.4g}", out), out
     with pytest.raises(json.JSONDecodeError):
         json.loads(out)
 
