@@ -35,7 +35,7 @@ from typing_extensions import TypedDict
 from api import model_build
 from estimator.bandwidth import Collective, TrafficKind, parse_collective
 from estimator.errors import ValidationError
-from estimator.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_NAMES
+from estimator.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_NAMES, TrainerKind
 from estimator.specs import Fidelity, Precision, Recompute
 from estimator.traffic import Algorithm
 
@@ -1005,7 +1005,7 @@ class ValidatedOut(_Out):
     """How the detailed model did on the published runs of this estimate's kind of trainer,
     predicted out of sample by ``commest validate`` (README "Accuracy")."""
 
-    trainer_kind: str = Field(description="megatron-style, fsdp-style or deepspeed")
+    trainer_kind: TrainerKind = Field(description="the kind of trainer the framework preset is")
     runs: int = Field(description="published runs of that kind, scored out of sample")
     mean_abs_error_pct: float = Field(description="mean |predicted - measured| / measured, %")
     mean_error_pct: float = Field(
@@ -1013,6 +1013,10 @@ class ValidatedOut(_Out):
     )
     error_p10_pct: float = Field(description="10th percentile of the signed error, %")
     error_p90_pct: float = Field(description="90th percentile of the signed error, %")
+    misses_target: bool = Field(
+        description="mean |error| above the validation's 8 % per-family target (the estimate "
+        "then warns)"
+    )
 
 
 def _terms(value: Any) -> Any:

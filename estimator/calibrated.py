@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.frameworks import TrainerKind
+
 __all__ = [
     "ACCURACY_WARNING_PCT",
     "FITTED_COMPUTE",
@@ -24,6 +26,7 @@ __all__ = [
     "FittedCompute",
     "ValidatedAccuracy",
     "fitted_for_gpu",
+    "runs_fitted_compute",
 ]
 
 
@@ -63,6 +66,27 @@ FITTED_COMPUTE: dict[str, FittedCompute] = {
 }
 
 
+def runs_fitted_compute(
+    utilization: float,
+    memory_traffic_factor: float,
+    gemm_traffic_factor: float,
+    gemm_half_size_elements: float,
+    fp8_utilization: float | None,
+    *,
+    fp8: bool,
+) -> bool:
+    """Whether these are one GPU family's fitted constants, i.e. the model `commest validate`
+    scores (for FP8 training, the family's fitted u8 too)."""
+    return any(
+        utilization == f.utilization
+        and memory_traffic_factor == f.memory_traffic_factor
+        and gemm_traffic_factor == f.gemm_traffic_factor
+        and gemm_half_size_elements == f.gemm_half_size_elements
+        and (not fp8 or (f.fp8_utilization is not None and fp8_utilization == f.fp8_utilization))
+        for f in FITTED_COMPUTE.values()
+    )
+
+
 def fitted_for_gpu(gpu_model: str | None) -> FittedCompute | None:
     """The fitted constants of the family a GPU model name belongs to (H200 runs the H100's
     tensor cores), or None when commest has fitted none for it."""
@@ -74,12 +98,17 @@ def fitted_for_gpu(gpu_model: str | None) -> FittedCompute | None:
     return None
 
 
+# An estimate warns when runs of its kind were off by more than this on average: the per-family
+# target of the validation protocol (README "Accuracy").
+ACCURACY_WARNING_PCT = 8.0
+
+
 @dataclass(frozen=True, slots=True)
 class ValidatedAccuracy:
     """How the detailed model did on the published runs of one kind of trainer, out of sample
     (``commest validate``, "by kind")."""
 
-    trainer_kind: str  # estimator.frameworks.trainer_kind
+    trainer_kind: TrainerKind
     runs: int
     mean_abs_error_pct: float
     mean_error_pct: float  # signed: below 0, the runs took longer than predicted
@@ -87,6 +116,11 @@ class ValidatedAccuracy:
     # 80 % of those runs fell between them (numpy's linear interpolation).
     error_p10_pct: float
     error_p90_pct: float
+
+    @property
+    def misses_target(self) -> bool:
+        """Whether runs of this kind were off by more than ACCURACY_WARNING_PCT on average."""
+        return self.mean_abs_error_pct > ACCURACY_WARNING_PCT
 
     def measured_range_s(self, predicted_s: float) -> tuple[float, float]:
         """The iteration times that put this prediction's error between the 10th and 90th
@@ -106,6 +140,3 @@ VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
         ValidatedAccuracy("deepspeed", 32, 17.3, -17.3, error_p10_pct=-33.3, error_p90_pct=-6.5),
     )
 }
-# An estimate warns when runs of its kind were off by more than this on average: the per-source
-# target of the validation protocol (README "Accuracy").
-ACCURACY_WARNING_PCT = 8.0

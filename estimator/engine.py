@@ -12,7 +12,7 @@ from estimator.bandwidth import (
     TrafficKind,
     bus_factor,
 )
-from estimator.calibrated import ACCURACY_WARNING_PCT, VALIDATED_ACCURACY, ValidatedAccuracy
+from estimator.calibrated import VALIDATED_ACCURACY, ValidatedAccuracy, runs_fitted_compute
 from estimator.compute import TRITON_FLASH_BACKWARD_SLOWDOWN, TRITON_FLASH_FORWARD_SLOWDOWN
 from estimator.frameworks import trainer_kind
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
@@ -295,6 +295,7 @@ def estimate(scenario: Scenario) -> Estimate:
         total_bytes=float(mem["total"]),
         capacity_bytes=float(mem["capacity"]) if "capacity" in mem else None,
     )
+    validated = validated_for(scenario)
     return Estimate(
         scenario=scenario,
         micro_batches=scenario.micro_batches,
@@ -309,48 +310,74 @@ def estimate(scenario: Scenario) -> Estimate:
         model_flops=k.model_flops,
         hardware_flops=float(k.hardware_flops),
         assumptions=assumptions(scenario),
-        warnings=_warnings(scenario),
-        validated=(
-            VALIDATED_ACCURACY[trainer_kind(scenario.training.software.name)]
-            if scenario.fidelity is Fidelity.DETAILED
-            else None
-        ),
+        warnings=_warnings(scenario, validated),
+        validated=validated,
     )
 
 
-def _warnings(scenario: Scenario) -> list[str]:
+def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
+    """The out-of-sample accuracy of published runs of the scenario's kind of trainer, when the
+    scenario runs the model `commest validate` scores: detailed fidelity, a framework preset and
+    a GPU family's fitted compute constants (estimator.calibrated); else None."""
+    if scenario.fidelity is not Fidelity.DETAILED:
+        return None
+    kind = trainer_kind(scenario.training.software.name)
+    c = scenario.cluster
+    if kind is None or not runs_fitted_compute(
+        c.utilization,
+        c.memory_traffic_factor,
+        c.gemm_traffic_factor,
+        c.gemm_half_size_elements,
+        c.fp8_utilization,
+        fp8=scenario.training.precision is Precision.FP8,
+    ):
+        return None
+    return VALIDATED_ACCURACY[kind]
+
+
+def _warnings(scenario: Scenario, acc: ValidatedAccuracy | None) -> list[str]:
     """The scenario's layout warnings, and how far published runs of its kind of trainer were
     off when that is beyond the validation target."""
     out = list(scenario.warnings)
-    if scenario.fidelity is Fidelity.DETAILED:
-        note = _accuracy_note(scenario.training.software.name)[1]
-        if note:
-            out.append(note)
+    if acc is not None and acc.misses_target:
+        out.append(_accuracy_warning(scenario.training.software.name, acc))
     return out
 
 
-@functools.lru_cache(maxsize=32)
-def _accuracy_note(framework_name: str) -> tuple[str, str | None]:
-    """(the ``assumptions`` line, a warning or None) for one framework preset's kind of trainer:
-    the out-of-sample error of the published runs of that kind (estimator.calibrated)."""
-    kind = trainer_kind(framework_name)
-    acc = VALIDATED_ACCURACY[kind]
-    line = (
-        f"validated: {acc.runs} published {kind} runs predicted {acc.mean_abs_error_pct:.1f} % "
-        f"off on average (mean signed error {acc.mean_error_pct:+.1f} %), out of sample "
-        "(commest validate)"
-    )
-    warning = None
-    if acc.mean_abs_error_pct > ACCURACY_WARNING_PCT:
-        fast = acc.mean_error_pct < 0
-        warning = (
-            f"framework {framework_name!r}: the {acc.runs} published {kind} runs commest is "
-            f"validated on were predicted {abs(acc.mean_error_pct):.1f} % too "
-            f"{'fast' if fast else 'slow'} on average (mean |error| "
-            f'{acc.mean_abs_error_pct:.1f} %, out of sample; README "Accuracy"): read this '
-            f"estimate as {'optimistic' if fast else 'pessimistic'}"
+def _accuracy_line(acc: ValidatedAccuracy | None) -> str:
+    """The ``assumptions`` line: the accuracy the estimate can claim, or why it claims none."""
+    if acc is None:
+        return (
+            "not validated: commest validate scores the detailed model with a framework preset "
+            "and a GPU family's fitted compute constants (u, γ, c, x0, and u8 for FP8); this "
+            "estimate's differ, so no published accuracy applies to it"
         )
-    return line, warning
+    return (
+        f"validated: {acc.runs} published {acc.trainer_kind} runs predicted "
+        f"{acc.mean_abs_error_pct:.1f} % off on average (mean signed error "
+        f"{acc.mean_error_pct:+.1f} %), out of sample (commest validate)"
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _accuracy_warning(framework_name: str, acc: ValidatedAccuracy) -> str:
+    """The warning of a kind that misses the target: the direction of its error only when the
+    error has one (the signed mean is more than half of the mean |error|)."""
+    where = (
+        f"framework {framework_name!r}: the {acc.runs} published {acc.trainer_kind} runs "
+        "commest is validated on were predicted "
+    )
+    tail = f'(mean |error| {acc.mean_abs_error_pct:.1f} %, out of sample; README "Accuracy")'
+    if abs(acc.mean_error_pct) > 0.5 * acc.mean_abs_error_pct:
+        fast = acc.mean_error_pct < 0
+        return (
+            f"{where}{abs(acc.mean_error_pct):.1f} % too {'fast' if fast else 'slow'} on "
+            f"average {tail}: read this estimate as {'optimistic' if fast else 'pessimistic'}"
+        )
+    return (
+        f"{where}{acc.mean_abs_error_pct:.1f} % off on average, in either direction {tail}: "
+        "read this estimate with that margin"
+    )
 
 
 def assumptions(scenario: Scenario) -> list[str]:
@@ -403,7 +430,7 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
         "fidelity=detailed: every stage priced operation by operation; the logit layer runs "
         "on the last stage, the embedding on the first; the slowest stage paces the pipeline",
         fw.describe(),
-        _accuracy_note(fw.name)[0],
+        _accuracy_line(validated_for(scenario)),
         f"recompute={tr.recompute.value}: "
         + {
             Recompute.FULL: "every layer's forward is replayed, with its TP collectives",

@@ -168,6 +168,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from estimator.errors import NotFoundError, ValidationError
 
@@ -175,7 +176,10 @@ __all__ = [
     "FRAMEWORK_FLAGS",
     "FRAMEWORK_NAMES",
     "FRAMEWORK_PRESETS",
+    "PRESET_TRAINER_KINDS",
+    "TRAINER_KINDS",
     "Framework",
+    "TrainerKind",
     "framework_preset",
     "resolve_framework",
     "trainer_kind",
@@ -529,14 +533,23 @@ def resolve_framework(name: str, overrides: Mapping[str, bool | int | float | st
 
 
 # The three kinds of trainer the validation report scores separately (README "Accuracy").
-TRAINER_KINDS = ("megatron-style", "fsdp-style", "deepspeed")
+TrainerKind = Literal["megatron-style", "fsdp-style", "deepspeed"]
+TRAINER_KINDS: tuple[TrainerKind, ...] = get_args(TrainerKind)
+# Every preset's kind, named one by one (a test checks that no preset is left out).
+PRESET_TRAINER_KINDS: dict[str, TrainerKind] = {
+    "megatron-lm-2021": "megatron-style",
+    "megatron-lm-2022": "megatron-style",
+    "megatron-lm": "megatron-style",
+    "nemo": "megatron-style",
+    "deepspeed": "deepspeed",
+    "deepspeed-2021": "deepspeed",
+    "fsdp": "fsdp-style",
+    "llm-foundry": "fsdp-style",
+    "torchtitan": "fsdp-style",
+}
 
 
-def trainer_kind(framework_name: str) -> str:
+def trainer_kind(framework_name: str) -> TrainerKind | None:
     """The kind of trainer a preset is: ``megatron-style`` (Megatron-LM, NeMo), ``fsdp-style``
-    (PyTorch FSDP trainers) or ``deepspeed``."""
-    if framework_name in ("fsdp", "torchtitan", "llm-foundry"):
-        return "fsdp-style"
-    if framework_name.startswith("deepspeed"):
-        return "deepspeed"
-    return "megatron-style"
+    (PyTorch FSDP trainers) or ``deepspeed``; None for a framework that is not a preset."""
+    return PRESET_TRAINER_KINDS.get(framework_name)

@@ -539,13 +539,15 @@ def validate_layout(
 
 
 # GEMM shapes the engine prices by size alone. Tensor cores want 16-bit dimensions in multiples
-# of 8 elements (16 bytes), and a width that fills whole tiles (NVIDIA, "Matrix Multiplication
+# of 8 elements (16 bytes), and widths that fill whole tiles (NVIDIA, "Matrix Multiplication
 # Background User's Guide", §2.2 Tensor Core requirements and §3.1 tile quantization). How much
-# a misaligned shape costs depends on cuBLAS's kernel choice, so it is named, not priced:
+# a misaligned shape costs depends on cuBLAS's kernel choice, so it is named, not priced.
 # BigScience measured the same 40-node layout (t 8, p 10, d 4, MBS 1) at 94.4 TFLOP/s per GPU
-# with h = 14,400 (1,800 columns per GPU, head dimension 150) and at 120.1 with h = 13,824
-# (1,728 = 27 x 64 per GPU) (bigscience train/tr11-176B-ml/chronicles-prequel.md, "tile and
-# wave quantization", 02-20).
+# with h = 14,400 (1,800 columns per GPU; a head dimension of 150 or 225, neither a multiple of
+# 8) and at 120.1 with h = 13,824 (1,728 columns per GPU, head dimension aligned)
+# (bigscience train/tr11-176B-ml/chronicles-prequel.md, "tile and wave quantization", 02-20):
+# the two misalignments together. The multiple of 64 columns is read from that example (1,728 =
+# 27 x 64 ran fast though it is not a multiple of 128), not from a general rule.
 HEAD_DIM_MULTIPLE = 8
 GEMM_WIDTH_MULTIPLE = 64
 
@@ -554,9 +556,10 @@ def shape_alignment_warnings(model: ModelSpec, tensor: int) -> list[str]:
     """Warnings for GEMM dimensions off the tensor-core grid (see GEMM_WIDTH_MULTIPLE)."""
     out: list[str] = []
     h, a = model.hidden_size, model.num_attention_heads
-    if h % a or (h // a) % HEAD_DIM_MULTIPLE:
+    head_dim = h // a  # ModelSpec refuses an h that a does not divide
+    if head_dim % HEAD_DIM_MULTIPLE:
         out.append(
-            f"head dimension hidden_size/num_attention_heads = {h}/{a} = {h / a:g} is not a "
+            f"head dimension hidden_size/num_attention_heads = {h}/{a} = {head_dim} is not a "
             f"multiple of {HEAD_DIM_MULTIPLE}: attention kernels pad it (FlashAttention) or "
             "leave the tensor cores' fast path (batched GEMMs), which the estimate does not "
             "price (it may be optimistic)"
@@ -566,11 +569,13 @@ def shape_alignment_warnings(model: ModelSpec, tensor: int) -> list[str]:
         widths["moe_ffn_hidden_size"] = model.expert_ffn
     for name, width in widths.items():
         if width % (tensor * GEMM_WIDTH_MULTIPLE):
+            per_gpu = f"{width // tensor}" if width % tensor == 0 else f"{width / tensor:.1f}"
             out.append(
-                f"{name}/tensor = {width}/{tensor} = {width / tensor:g} columns per GPU is not "
-                f"a multiple of {GEMM_WIDTH_MULTIPLE}: GEMM tile quantization is not priced "
-                "(BigScience measured 27 % more TFLOP/s with 1,728 columns per GPU than with "
-                "1,800 on the same layout), so the estimate may be optimistic"
+                f"{name}/tensor = {width}/{tensor} = {per_gpu} columns per GPU is not a multiple "
+                f"of {GEMM_WIDTH_MULTIPLE}: GEMM tile quantization is not priced (BigScience "
+                "measured 27 % more TFLOP/s per GPU on one layout with 1,728 columns per GPU and "
+                "an aligned head dimension than with 1,800 and a misaligned one), so the "
+                "estimate may be optimistic"
             )
     return out
 

@@ -216,7 +216,7 @@ class Summary:
     rows: int
     mean_abs_error_pct: float
     max_abs_error_pct: float
-    mean_error_pct: float = 0.0  # signed: below 0, the rows are predicted too fast on average
+    mean_error_pct: float  # signed: below 0, the rows are predicted too fast on average
 
 
 @dataclass(slots=True)
@@ -651,6 +651,8 @@ def kinds_of(run: PublishedRun) -> tuple[str, ...]:
     """The row's kinds for the per-kind summary."""
     model, training, _layout = run.scenario_inputs
     trainer = trainer_kind(training.software.name)
+    if trainer is None:  # framework_for gives presets only
+        raise ValidationError("framework", training.software.name, "must be a preset")
     precision = "fp8" if training.precision is Precision.FP8 else "16-bit"
     return (
         "moe" if model.is_moe else "dense",

@@ -142,10 +142,14 @@ def test_estimate_table_shows_terms_ratios_and_collective_provenance(env: Path) 
     assert "Memory per GPU" in out
     assert "Collectives (bandwidth provenance)" in out
     assert "busbw GB/s" in out
-    # the likely range of the measured time, as the JSON answer gives it
-    answer = json.loads(run("estimate", "--request", str(ESTIMATE_EXAMPLE)).stdout)
+    # that example overrides the fitted u: no validated range to show
+    assert "likely measured" not in out
+    # the H100 example runs the fitted model: the range as the JSON answer gives it
+    fitted = str(EXAMPLES / "estimate-llama3-70b-h100.json")
+    answer = json.loads(run("estimate", "--request", fitted).stdout)
     low, high = answer["iteration_time_range_s"]
-    assert re.search(rf"likely measured\s*│\s*{low:.4g} - {high:.4g}", out), out
+    table = run("estimate", "--request", fitted, "--format", "table").stdout
+    assert re.search(rf"likely measured\s*│\s*{low:.4g} - {high:.4g}", table), table
     with pytest.raises(json.JSONDecodeError):
         json.loads(out)
 
@@ -1430,3 +1434,18 @@ def test_an_unreadable_training_log_is_named_as_such(env: Path, tmp_path: Path) 
     assert refused.exit_code == 2
     assert "Unreadable training log" in refused.stderr
     assert "benchmark" not in refused.stderr
+
+
+def test_the_breakdown_table_has_no_range_row_without_a_range() -> None:
+    from rich.console import Console
+
+    from api.cli.tables import breakdown_table
+
+    def rendered(result: dict[str, Any]) -> str:
+        console = Console(record=True, width=100)
+        console.print(breakdown_table(result))
+        return console.export_text()
+
+    base = {"iteration_time_s": 2.0, "breakdown_s": {"compute": 2.0}}
+    assert "likely measured" not in rendered({**base, "iteration_time_range_s": None})
+    assert "likely measured" in rendered({**base, "iteration_time_range_s": [1.9, 2.3]})

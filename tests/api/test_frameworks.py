@@ -23,7 +23,7 @@ from estimator.calibrated import FITTED_COMPUTE, VALIDATED_ACCURACY
 from estimator.frameworks import FRAMEWORK_FLAGS, FRAMEWORK_PRESETS, framework_preset
 from estimator.presets import model_preset
 from profiles.nominal import NOMINAL_SPECS, nominal_bandwidth
-from tests.api.conftest import ESTIMATE, assert_problem, request
+from tests.api.conftest import ESTIMATE, SCALAR_C, assert_problem, request
 
 EXACT = 1e-12
 
@@ -58,8 +58,12 @@ def test_the_breakdown_adds_the_optimizer_step_and_keeps_every_term(client: Test
 def test_a_deepspeed_answer_warns_that_such_runs_were_predicted_too_fast(
     client: TestClient,
 ) -> None:
+    # the example's cluster overrides u; the profile's own (fitted) figures are what validate
+    # scores
+    fitted = {"profile": ESTIMATE["cluster"]["profile"]}
     deepspeed = client.post(
-        "/v1/estimates", json={**ESTIMATE, "training": _training(framework="deepspeed")}
+        "/v1/estimates",
+        json={**ESTIMATE, "cluster": fitted, "training": _training(framework="deepspeed")},
     ).json()
     warned = [w for w in deepspeed["warnings"] if "commest is validated on" in w]
     assert len(warned) == 1 and "too fast" in warned[0]
@@ -72,15 +76,22 @@ def test_a_deepspeed_answer_warns_that_such_runs_were_predicted_too_fast(
         "mean_error_pct": acc.mean_error_pct,
         "error_p10_pct": acc.error_p10_pct,
         "error_p90_pct": acc.error_p90_pct,
+        "misses_target": True,
     }
     low, high = deepspeed["iteration_time_range_s"]
     assert (low, high) == pytest.approx(acc.measured_range_s(deepspeed["iteration_time_s"]))
-    megatron = client.post("/v1/estimates", json=ESTIMATE).json()
+    megatron = client.post("/v1/estimates", json={**ESTIMATE, "cluster": fitted}).json()
     assert not any("validated on" in w for w in megatron["warnings"])
     assert any(a.startswith("validated: ") for a in megatron["assumptions"])
     assert megatron["validated"]["trainer_kind"] == "megatron-style"
-    paper = client.post("/v1/estimates", json={**ESTIMATE, "fidelity": "paper"}).json()
+    paper = client.post(
+        "/v1/estimates", json={**ESTIMATE, "cluster": fitted, "fidelity": "paper"}
+    ).json()
     assert paper["validated"] is None and paper["iteration_time_range_s"] is None
+    # explicit figures (u = 0.5, no roofline constants): not the model validate scores
+    explicit = client.post("/v1/estimates", json={**SCALAR_C, "fidelity": "detailed"}).json()
+    assert explicit["validated"] is None and explicit["iteration_time_range_s"] is None
+    assert any(a.startswith("not validated:") for a in explicit["assumptions"])
 
 
 def test_a_framework_request_equals_the_engine(client: TestClient) -> None:

@@ -85,3 +85,21 @@ def test_aligned_shapes_and_aligned_slices_give_no_shape_warning() -> None:
         8,
     )
     assert len(warnings) == 1 and "head dimension" in warnings[0]
+
+
+def test_an_expert_width_off_the_grid_is_named_too() -> None:
+    moe = ModelSpec(
+        num_layers=8,
+        hidden_size=4096,
+        num_attention_heads=32,
+        seq_length=2048,
+        vocab_size=32000,
+        moe_num_experts=8,
+        moe_top_k=2,
+        moe_ffn_hidden_size=14200,  # 3,550 columns per GPU at t 4
+    )
+    warnings = validate_layout(
+        moe, TrainingSpec(global_batch_size=64), LayoutSpec(pipeline=1, tensor=4, data=8), 8
+    )
+    assert warnings == [w for w in warnings if w.startswith("moe_ffn_hidden_size/tensor")]
+    assert len(warnings) == 1 and "14200/4 = 3550 columns per GPU" in warnings[0]

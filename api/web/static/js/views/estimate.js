@@ -66,7 +66,7 @@ export function EstimateResult({ result: r }) {
         <span>bubble ratio <strong>${pct(r.ratios.bubble)}</strong></span>
         <span>${num(r.parameters / 1e9, 2)} B parameters (${num(r.parameters_per_gpu / 1e9, 3)} B per GPU)</span>
         <span>${r.framework.name} framework, ${r.fidelity} fidelity</span>
-        ${r.validated ? html`<span data-testid="validated" class=${r.validated.mean_abs_error_pct > 8 ? "advice" : ""}
+        ${r.validated ? html`<span data-testid="validated" class=${r.validated.misses_target ? "advice" : ""}
             title="commest validate: published runs of this kind of trainer, predicted out of sample (mean signed error ${num(r.validated.mean_error_pct, 1)} %)">
             validated: ${num(r.validated.mean_abs_error_pct, 1)} % mean error on ${num(r.validated.runs)} published ${r.validated.trainer_kind} runs</span>` : null}
       </p>
