@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import Literal
 
 from estimator.bandwidth import (
     BandwidthAnswer,
@@ -309,7 +310,7 @@ def estimate(scenario: Scenario) -> Estimate:
         gpu_parameters=float(k.gpu_parameters),
         model_flops=k.model_flops,
         hardware_flops=float(k.hardware_flops),
-        assumptions=assumptions(scenario),
+        assumptions=assumptions(scenario, validated),
         warnings=_warnings(scenario, validated),
         validated=validated,
     )
@@ -344,6 +345,7 @@ def _warnings(scenario: Scenario, acc: ValidatedAccuracy | None) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=8)
 def _accuracy_line(acc: ValidatedAccuracy | None) -> str:
     """The ``assumptions`` line: the accuracy the estimate can claim, or why it claims none."""
     if acc is None:
@@ -380,8 +382,11 @@ def _accuracy_warning(framework_name: str, acc: ValidatedAccuracy) -> str:
     )
 
 
-def assumptions(scenario: Scenario) -> list[str]:
-    """Every modelling choice behind this estimate, in words a user can check."""
+def assumptions(
+    scenario: Scenario, validated: ValidatedAccuracy | Literal[False] | None = False
+) -> list[str]:
+    """Every modelling choice behind this estimate, in words a user can check (``validated``:
+    ``validated_for(scenario)`` when the caller has it already)."""
     lay, tr, model = scenario.layout, scenario.training, scenario.model
     out: list[str] = []
     if scenario.fidelity is Fidelity.PAPER:
@@ -400,7 +405,8 @@ def assumptions(scenario: Scenario) -> list[str]:
         if model.is_moe:
             out.append("paper fidelity treats the MoE model as dense")
     else:
-        out += _detailed_assumptions(scenario)
+        acc = validated_for(scenario) if validated is False else validated
+        out += _detailed_assumptions(scenario, acc)
     if lay.first_stage_layers or lay.last_stage_layers:
         out.append(
             f"uneven pipeline: first stage {lay.first_stage_layers or 'even'}, last stage "
@@ -422,7 +428,7 @@ def assumptions(scenario: Scenario) -> list[str]:
     return out
 
 
-def _detailed_assumptions(scenario: Scenario) -> list[str]:
+def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | None) -> list[str]:
     """The detailed fidelity's modelling choices (estimator.kernel, estimator.compute)."""
     lay, tr, model, c = scenario.layout, scenario.training, scenario.model, scenario.cluster
     fw = tr.software
@@ -430,7 +436,7 @@ def _detailed_assumptions(scenario: Scenario) -> list[str]:
         "fidelity=detailed: every stage priced operation by operation; the logit layer runs "
         "on the last stage, the embedding on the first; the slowest stage paces the pipeline",
         fw.describe(),
-        _accuracy_line(validated_for(scenario)),
+        _accuracy_line(validated),
         f"recompute={tr.recompute.value}: "
         + {
             Recompute.FULL: "every layer's forward is replayed, with its TP collectives",
