@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from estimator.errors import LayoutError, ValidationError
@@ -88,16 +90,8 @@ def test_aligned_shapes_and_aligned_slices_give_no_shape_warning() -> None:
 
 
 def test_an_expert_width_off_the_grid_is_named_too() -> None:
-    moe = ModelSpec(
-        num_layers=8,
-        hidden_size=4096,
-        num_attention_heads=32,
-        seq_length=2048,
-        vocab_size=32000,
-        moe_num_experts=8,
-        moe_top_k=2,
-        moe_ffn_hidden_size=14200,  # 3,550 columns per GPU at t 4
-    )
+    # GPT-3's aligned shape with experts 14,200 wide: 3,550 columns per GPU at t 4.
+    moe = dataclasses.replace(GPT3_175B, moe_num_experts=8, moe_top_k=2, moe_ffn_hidden_size=14200)
     warnings = validate_layout(
         moe, TrainingSpec(global_batch_size=64), LayoutSpec(pipeline=1, tensor=4, data=8), 8
     )
