@@ -296,25 +296,31 @@ def layer_times(
     # wq, wk, wv, wo, w1, (w3,) w2: it replays wk, wo and w3 (gated) or w2 (ungated). FP8
     # linears run torch._scaled_mm, which the policy does not save: all are replayed.
     sac_attention = lin(kv / t, h) + proj
-    # FP8 cast bytes per token, per pass. Each block has one h-wide input (QKV's, FC1's:
-    # gathered under SP) and one h-wide output gradient (the output projection's, FC2's); with
-    # ``fp8_gather`` under SP both are cast on the 1/t sequence shard, then gathered, and
-    # their transposed copy for the weight gradient is made after the gather.
-    if fp8_gather:
-        wide_in_fwd = (sp * h / t + (1.0 - sp) * h) * FP8_CAST_BYTES
-        wide_grad_bwd = (
-            sp * (h / t * FP8_CAST_BYTES + h * FP8_TRANSPOSE_COPY_BYTES)
-            + (1.0 - sp) * h * FP8_CAST_TRANSPOSE_BYTES
+    # FP8 cast bytes per token, per pass (only in FP8: the sweep's hot path skips them). Each
+    # block has one h-wide input (QKV's, FC1's: gathered under SP) and one h-wide output
+    # gradient (the output projection's, FC2's); with ``fp8_gather`` under SP both are cast on
+    # the 1/t sequence shard, then gathered, and their transposed copy for the weight gradient
+    # is made after the gather.
+    cast_fwd_bytes: Num = 0.0
+    cast_bwd_bytes: Num = 0.0
+    if fp8:
+        if fp8_gather:
+            wide_in_fwd = (sp * h / t + (1.0 - sp) * h) * FP8_CAST_BYTES
+            wide_grad_bwd = (
+                sp * (h / t * FP8_CAST_BYTES + h * FP8_TRANSPOSE_COPY_BYTES)
+                + (1.0 - sp) * h * FP8_CAST_TRANSPOSE_BYTES
+            )
+        else:
+            wide_in_fwd = h * FP8_CAST_BYTES
+            wide_grad_bwd = h * FP8_CAST_TRANSPOSE_BYTES
+        wide_bwd = h * FP8_TRANSPOSE_COPY_BYTES + wide_grad_bwd
+        # The attention block: QKV's output gradient and the projection's input are 1/t wide.
+        cast_fwd_bytes = tokens * (wide_in_fwd + h / t * FP8_CAST_BYTES)
+        cast_bwd_bytes = tokens * (
+            wide_bwd
+            + h / t * FP8_TRANSPOSE_COPY_BYTES
+            + (h + 2.0 * kv) / t * FP8_CAST_TRANSPOSE_BYTES
         )
-    else:
-        wide_in_fwd = h * FP8_CAST_BYTES
-        wide_grad_bwd = h * FP8_CAST_TRANSPOSE_BYTES
-    wide_bwd = h * FP8_TRANSPOSE_COPY_BYTES + wide_grad_bwd
-    # The attention block: QKV's output gradient and the projection's input are 1/t wide.
-    cast_fwd_bytes = tokens * (wide_in_fwd + h / t * FP8_CAST_BYTES)
-    cast_bwd_bytes = tokens * (
-        wide_bwd + h / t * FP8_TRANSPOSE_COPY_BYTES + (h + 2.0 * kv) / t * FP8_CAST_TRANSPOSE_BYTES
-    )
     extra: Num = 0.0 * tokens
     gated = 2.0 if model.swiglu else 1.0
     if moe:
@@ -329,24 +335,28 @@ def layer_times(
         # Permute before dispatch and un-permute after combine: read + write each token copy.
         permute_bytes = 2.0 * 2.0 * tokens * float(model.moe_top_k) * h * beta
         extra = extra + router + roof.stream_s(permute_bytes)
-        # Each local expert's FC1 and FC2 on its rows: inputs h and f_e/t, gradients
-        # gated·f_e/t and h (the token rows are gathered, not the casts).
-        cast_fwd_bytes = cast_fwd_bytes + local * rows * (h + f_e / t) * FP8_CAST_BYTES
-        cast_bwd_bytes = cast_bwd_bytes + local * rows * (
-            (h + f_e / t) * FP8_TRANSPOSE_COPY_BYTES
-            + (gated * f_e / t + h) * FP8_CAST_TRANSPOSE_BYTES
-        )
+        if fp8:
+            # Each local expert's FC1 and FC2 on its rows: inputs h and f_e/t, gradients
+            # gated·f_e/t and h (the token rows are gathered, not the casts).
+            cast_fwd_bytes = cast_fwd_bytes + local * rows * (h + f_e / t) * FP8_CAST_BYTES
+            cast_bwd_bytes = cast_bwd_bytes + local * rows * (
+                (h + f_e / t) * FP8_TRANSPOSE_COPY_BYTES
+                + (gated * f_e / t + h) * FP8_CAST_TRANSPOSE_BYTES
+            )
     else:
         f = float(model.ffn)
         fc1 = lin(gated * f / t, h)
         fc2 = lin(h, f / t)
         sac_ffn = lin(f / t, h) if model.swiglu else fc2
-        # FC1's input is h-wide, its output gradient gated·f/t; FC2's input f/t, its output
-        # gradient h-wide.
-        cast_fwd_bytes = cast_fwd_bytes + tokens * (wide_in_fwd + f / t * FP8_CAST_BYTES)
-        cast_bwd_bytes = cast_bwd_bytes + tokens * (
-            wide_bwd + f / t * FP8_TRANSPOSE_COPY_BYTES + gated * f / t * FP8_CAST_TRANSPOSE_BYTES
-        )
+        if fp8:
+            # FC1's input is h-wide, its output gradient gated·f/t; FC2's input f/t, its output
+            # gradient h-wide.
+            cast_fwd_bytes = cast_fwd_bytes + tokens * (wide_in_fwd + f / t * FP8_CAST_BYTES)
+            cast_bwd_bytes = cast_bwd_bytes + tokens * (
+                wide_bwd
+                + f / t * FP8_TRANSPOSE_COPY_BYTES
+                + gated * f / t * FP8_CAST_TRANSPOSE_BYTES
+            )
     cast_fwd = roof.stream_s(cast_fwd_bytes) if fp8 else 0.0 * tokens
     cast_bwd = roof.stream_s(cast_bwd_bytes) if fp8 else 0.0 * tokens
     if not roof.fused_elementwise and model.swiglu:
