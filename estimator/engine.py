@@ -161,14 +161,13 @@ class Estimate:
     assumptions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # How the detailed model did on published runs of this kind of trainer, out of sample
-    # (estimator.calibrated); None in paper fidelity, which those runs do not validate.
+    # (estimator.calibrated); None where the estimate is not that model (``validated_for``).
     validated: ValidatedAccuracy | None = None
 
     @property
     def iteration_time_range_s(self) -> tuple[float, float] | None:
         """Where the measured iteration time would fall if this estimate erred as the middle
-        80 % of published runs of its kind of trainer did (``validated``); None in paper
-        fidelity."""
+        80 % of published runs of its kind of trainer did (``validated``); None without it."""
         if self.validated is None:
             return None
         return self.validated.measured_range_s(self.iteration_time_s)
