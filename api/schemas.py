@@ -321,6 +321,12 @@ class FrameworkOverridesIn(_In):
     zero3_gathers_per_layer: int | None = Field(
         None, ge=1, le=1024, description="ZeRO-3 collectives per layer and pass"
     )
+    recompute_early_stop: bool | None = Field(
+        None,
+        description="full recompute stops once the backward pass has every tensor it needs, "
+        "before each layer's last GEMM (FC2): PyTorch >= 2.1 non-reentrant checkpoint (FSDP "
+        "trainers); off: the whole forward is replayed (Megatron, DeepSpeed)",
+    )
     zero3_persistence_threshold: int | None = Field(
         None,
         ge=0,

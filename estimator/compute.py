@@ -208,6 +208,9 @@ class LayerTimes:
     attention_linear_fwd: Num = 0.0
     # torch op-level selective checkpointing (torchtitan): the linear-GEMM time it replays.
     sac_linear_fwd: Num = 0.0
+    # The layer's last GEMM (FC2, the down projection): what a full replay that stops early
+    # leaves out (Framework.recompute_early_stop).
+    fc2_fwd: Num = 0.0
 
     def forward(self) -> Num:
         return (
@@ -227,22 +230,30 @@ class LayerTimes:
             + self.cast_bwd
         )
 
-    def replay(self, full: Num, selective: Num, op_sac: bool = False) -> Num:
-        """The recomputed forward: all of it (full) or, selective, the attention core
-        (Korthikanti et al. 2022) or with ``op_sac`` torch's op-level policy: every non-GEMM
-        op and the GEMMs it does not save, never the attention kernel (docs/design.md,
-        "torchtitan")."""
+    def replay(
+        self, full: Num, selective: Num, op_sac: bool = False, early_stop: bool = False
+    ) -> Num:
+        """The recomputed forward: all of it (full; with ``early_stop`` all but the last GEMM)
+        or, selective, the attention core (Korthikanti et al. 2022) or with ``op_sac`` torch's
+        op-level policy: every non-GEMM op and the GEMMs it does not save, never the attention
+        kernel (docs/design.md, "torchtitan")."""
+        replayed = self.forward() - self.fc2_fwd if early_stop else self.forward()
         if op_sac:
             sac = self.sac_linear_fwd + self.elementwise_fwd + self.extra_fwd + self.cast_fwd
-            return full * self.forward() + selective * sac
+            return full * replayed + selective * sac
         core = self.attention_fwd + self.elementwise_attention_fwd
-        return full * self.forward() + selective * core
+        return full * replayed + selective * core
 
-    def gemm(self, full: Num, selective: Num = 0.0, op_sac: bool = False) -> Num:
+    def gemm(
+        self, full: Num, selective: Num = 0.0, op_sac: bool = False, early_stop: bool = False
+    ) -> Num:
         """GEMM time of one micro-batch (forward, backward, replay): TP overlap's budget."""
+        gemms = (3.0 + full) * self.linear_fwd
+        if early_stop:
+            gemms = gemms - full * self.fc2_fwd
         if op_sac:
-            return (3.0 + full) * self.linear_fwd + selective * self.sac_linear_fwd
-        return (3.0 + full) * self.linear_fwd
+            return gemms + selective * self.sac_linear_fwd
+        return gemms
 
 
 def layer_times(
@@ -424,6 +435,7 @@ def layer_times(
         cast_bwd=cast_bwd,
         attention_linear_fwd=qkv + proj,
         sac_linear_fwd=(qkv + proj + fc1 + fc2) if fp8 else sac_attention + sac_ffn,
+        fc2_fwd=fc2,
     )
 
 

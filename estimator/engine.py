@@ -438,7 +438,13 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
         _accuracy_line(validated),
         f"recompute={tr.recompute.value}: "
         + {
-            Recompute.FULL: "every layer's forward is replayed, with its TP collectives",
+            Recompute.FULL: (
+                "every layer's forward is replayed up to its last GEMM (PyTorch's checkpoint "
+                "stops once the backward pass has every tensor it needs: FC2 is not rerun), "
+                "with its TP collectives"
+                if fw.recompute_early_stop
+                else "every layer's forward is replayed, with its TP collectives"
+            ),
             Recompute.SELECTIVE: (
                 "torch's op-level SAC: every other GEMM of a block (all linears in FP8), the "
                 "element-wise ops and the SP all-gathers feeding them are replayed, attention is "

@@ -89,6 +89,16 @@ def layer_forward_flops(model: ModelSpec, tokens: Num, seq: Num, *, moe: bool) -
     return qkv_out + scores + mlp
 
 
+def last_gemm_forward_flops(model: ModelSpec, tokens: Num) -> Num:
+    """Forward FLOPs of every layer's last GEMM, the FFN's down projection (FC2): what a full
+    recompute that stops early leaves out (estimator.frameworks, ``recompute_early_stop``)."""
+    h = float(model.hidden_size)
+    moe_layers = float(model.num_moe_layers)
+    dense = (float(model.num_layers) - moe_layers) * 2.0 * tokens * h * float(model.ffn)
+    routed = float(model.moe_top_k) * float(model.expert_ffn)
+    return dense + moe_layers * 2.0 * tokens * h * routed
+
+
 def attention_core_forward_flops(model: ModelSpec, tokens: Num, seq: Num) -> Num:
     """What selective recompute replays: Q·Kᵀ and attention·V (Korthikanti et al. 2022)."""
     return 4.0 * tokens * seq * float(model.hidden_size)

@@ -34,6 +34,17 @@ Sources, per flag (dates from the Megatron-LM git history):
   except every second ``mm``, recompute everything else): half the block's GEMMs (all of them
   in FP8, whose ``_scaled_mm`` is not on the save list), every element-wise op, never the
   attention kernel.
+- ``recompute_early_stop``: full recompute replays a layer's forward pass only until every
+  tensor the backward pass needs is rebuilt, which leaves out the layer's last GEMM (the FFN's
+  down projection, FC2) and what follows it. PyTorch's non-reentrant checkpoint (from
+  PyTorch 2.1: ``torch.utils.checkpoint``, ``_enable_checkpoint_early_stop``, on by default)
+  counts the tensors the forward pass saved and stops the replay once all are recomputed; a
+  linear layer saves its input before its GEMM runs (the autograd kernels save inputs before
+  they compute), so FC2's input is the last tensor and its GEMM never reruns. FSDP trainers
+  wrap each block in that checkpoint (Composer with ``activation_checkpointing_reentrant:
+  false``, torchtitan's full AC until August 2025). Megatron's and DeepSpeed's checkpoints
+  replay the whole forward, and so does torchtitan since 25413d224 (2025-08-29), which passes
+  ``early_stop=False`` (its ``activation_checkpoint.early_stop``, default off).
 - ``overlap_grad_reduce`` / ``overlap_param_gather``: the data-parallel gradient reduction runs
   bucket by bucket during the backward pass of the last micro-batch, and the distributed
   optimizer's parameter all-gather during the next forward pass (Megatron-Core
@@ -249,6 +260,7 @@ class Framework:
     tp_comm_overlap_backward: bool = True
     selective_recompute: str = "attention"
     fsdp_backward_prefetch: str = "pre"
+    recompute_early_stop: bool = False
 
     def __post_init__(self) -> None:
         if self.fsdp_backward_prefetch not in BACKWARD_PREFETCH:
@@ -453,7 +465,8 @@ _PRESETS = (
         description=(
             "PyTorch FSDP trainers (Zhao et al. 2023; torchtitan, llm-foundry): one flat "
             "parameter per layer, forward and backward prefetch, gradients reduce-scattered "
-            "every micro-batch, DDP-style overlap of the reduction with the backward pass"
+            "every micro-batch, DDP-style overlap of the reduction with the backward pass; "
+            "full recompute stops before each layer's last GEMM (PyTorch >= 2.1 checkpoint)"
         ),
         tp_overlap_wgrad=False,
         sp_gather_overlap=False,
@@ -465,6 +478,7 @@ _PRESETS = (
         attention_kernel="flash2",
         fused_elementwise=False,
         sp_regather_saved_shard=False,
+        recompute_early_stop=True,
     ),
     dataclasses.replace(
         _FSDP,
@@ -484,13 +498,18 @@ _PRESETS = (
             "torch's op-level SAC (every other GEMM and all element-wise ops replayed, "
             "attention saved); async TP overlaps the forward pass's TP collectives only; "
             "float8 TP all-gathers FP8 elements; gradients reduced in fp32; CP is PyTorch's "
-            "ring attention (K/V gathered at the query head count, fp32 dK/dV passed each step)"
+            "ring attention (K/V gathered at the query head count, fp32 dK/dV passed each step); "
+            "full recompute replays the whole block (early_stop=False since Aug. 2025)"
         ),
         tp_comm_overlap_backward=False,
         selective_recompute="op-sac",
         tp_fp8_all_gather=True,
         grad_reduce_fp32=True,
         cp_torch_ring=True,
+        # torchtitan 25413d224 (2025-08-29) passes early_stop=False to every checkpoint wrapper
+        # (job_config ``activation_checkpoint.early_stop``, default False); before, torch's
+        # default (on) applied.
+        recompute_early_stop=False,
     ),
 )
 

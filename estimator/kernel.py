@@ -36,6 +36,7 @@ from estimator.compute import (
 from estimator.flops import (
     attention_core_forward_flops,
     embedding_parameters,
+    last_gemm_forward_flops,
     layer_forward_flops,
     layer_parameters,
     layer_tensor_sizes,
@@ -279,7 +280,10 @@ def evaluate(
         selective_replay = _op_sac_replay_flops(model, ctx.gb * ctx.s, fp8)
     else:
         selective_replay = ctx.l * core
-    replay_total = ctx.full * (forward - logits) + ctx.selective * selective_replay
+    replayed = forward - logits
+    if training.software.recompute_early_stop:
+        replayed = replayed - _last_gemm_flops(model, ctx.gb * ctx.s)
+    replay_total = ctx.full * replayed + ctx.selective * selective_replay
     result.model_flops = float(model_flops)
     result.hardware_flops = model_flops + replay_total
     result.memory = _memory(
@@ -304,6 +308,12 @@ def _iteration_flops(model: ModelSpec, tokens: float) -> tuple[float, float, flo
         float(logit_forward_flops(model, tokens)),
         float(attention_core_forward_flops(model, tokens, float(model.seq_length))),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _last_gemm_flops(model: ModelSpec, tokens: float) -> float:
+    """Forward FLOPs of every layer's FC2 over ``tokens`` (once per model and batch)."""
+    return float(last_gemm_forward_flops(model, tokens))
 
 
 def _op_sac_replay_flops(model: ModelSpec, tokens: float, fp8: bool) -> float:
@@ -649,20 +659,25 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         else dense
     )
     op_sac = fw.selective_recompute == "op-sac"
+    stop = fw.recompute_early_stop
     if moe_frac:
         layer_fwd = _avg(dense.forward(), moe.forward(), moe_frac)
         layer_bwd = _avg(dense.backward(), moe.backward(), moe_frac)
         layer_replay = _avg(
-            dense.replay(full, selective, op_sac), moe.replay(full, selective, op_sac), moe_frac
+            dense.replay(full, selective, op_sac, stop),
+            moe.replay(full, selective, op_sac, stop),
+            moe_frac,
         )
         layer_gemm = _avg(
-            dense.gemm(full, selective, op_sac), moe.gemm(full, selective, op_sac), moe_frac
+            dense.gemm(full, selective, op_sac, stop),
+            moe.gemm(full, selective, op_sac, stop),
+            moe_frac,
         )
     else:  # a dense model: what _avg returns, each sum computed once
         layer_fwd = dense.forward()
         layer_bwd = dense.backward()
-        layer_replay = dense.replay(full, selective, op_sac)
-        layer_gemm = dense.gemm(full, selective, op_sac)
+        layer_replay = dense.replay(full, selective, op_sac, stop)
+        layer_gemm = dense.gemm(full, selective, op_sac, stop)
     layer_comp = layer_fwd + layer_bwd + layer_replay
     attention_replays = full + (0.0 if op_sac else selective)
     layer_attention = (

@@ -335,7 +335,7 @@ _FLAG_MAP: dict[str, tuple[str, ...]] = {
     "grad_reduce_fp32": ("grad_reduce_fp32",),
 }
 # Published software choices (same column) that set a framework flag to a value.
-_VALUE_FLAG_MAP: dict[str, dict[str, str]] = {
+_VALUE_FLAG_MAP: dict[str, dict[str, str | bool]] = {
     # llm-foundry's attn_impl: triton (FlashAttention in Triton), its benchmark script's default
     # until 2024-03 (scripts/train/benchmarking/submit_benchmarks.py).
     "attn_impl_triton": {"attention_kernel": "triton"},
@@ -346,6 +346,11 @@ _VALUE_FLAG_MAP: dict[str, dict[str, str]] = {
     "flash_attn2": {"attention_kernel": "flash2"},
     # FSDP BackwardPrefetch.BACKWARD_PRE where a run set it (Composer's default is BACKWARD_POST).
     "fsdp_backward_prefetch_pre": {"fsdp_backward_prefetch": "pre"},
+    # Full recompute replays the whole forward: a PyTorch before 2.1, whose non-reentrant
+    # checkpoint has no early stop (llm-foundry's A100 40GB table of 2023: SOURCES.md §6).
+    "checkpoint_full_replay": {"recompute_early_stop": False},
+    # torchtitan before 25413d224 (2025-08-29) left torch's early stop on (SOURCES.md §7).
+    "checkpoint_early_stop": {"recompute_early_stop": True},
 }
 # Flags a non-blank overlap_flags cell turns off when it does not list them (the cell is the
 # run's complete list of communication overlaps).

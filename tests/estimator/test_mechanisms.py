@@ -363,20 +363,23 @@ def test_op_sac_replays_every_other_gemm_and_no_attention(fp8: bool) -> None:
     )
 
 
-def test_torchtitan_selective_recompute_costs_more_than_the_attention_core() -> None:
+def _llama3_8b_fsdp8(framework: str | Framework, recompute: Recompute) -> Estimate:
+    """Llama 3 8B, BF16, FSDP (ZeRO-3) over 8 A100s, 8 micro-batches of 2."""
+    tr = TrainingSpec(
+        global_batch_size=16,
+        micro_batch_size=2,
+        recompute=recompute,
+        precision=Precision.BF16,
+        flash_attention=True,
+        framework=framework,
+    )
     layout = LayoutSpec(pipeline=1, tensor=1, data=8, zero_stage=3)
-    cluster = a100()
+    return estimate(Scenario(LLAMA3_8B, tr, layout, a100()))
 
+
+def test_torchtitan_selective_recompute_costs_more_than_the_attention_core() -> None:
     def run(fw: str) -> float:
-        tr = TrainingSpec(
-            global_batch_size=16,
-            micro_batch_size=2,
-            recompute=Recompute.SELECTIVE,
-            precision=Precision.BF16,
-            flash_attention=True,
-            framework=fw,
-        )
-        return estimate(Scenario(LLAMA3_8B, tr, layout, cluster)).breakdown.compute_s
+        return _llama3_8b_fsdp8(fw, Recompute.SELECTIVE).breakdown.compute_s
 
     assert run("torchtitan") > run("fsdp")
 
@@ -395,6 +398,41 @@ def test_op_sac_hardware_flops_count_the_replayed_gemms() -> None:
     tokens = 16 * 8192.0
     replayed = 32 * 2.0 * tokens * 4096.0 * (1024.0 + 4096.0 + 14336.0)
     assert e.hardware_flops - e.model_flops == pytest.approx(replayed, rel=1e-12)
+
+
+def test_early_stopping_replay_leaves_out_the_last_gemm() -> None:
+    """PyTorch's non-reentrant checkpoint (>= 2.1) stops replaying once every saved tensor is
+    rebuilt: FC2 saves its input before its GEMM runs, so that GEMM is never replayed."""
+    roof = _roofline(fp8=False)
+    lt = _layer(LLAMA3_8B, roof, b=2.0)
+    h, f = 4096.0, 14336.0
+    # With c = 0 a GEMM's time is proportional to its FLOPs: w2 of wq wk wv wo w1 w3 w2.
+    assert lt.fc2_fwd == pytest.approx(f / (2.0 * h + 2.0 * 1024.0 + 3.0 * f) * lt.linear_fwd)
+    assert lt.replay(1.0, 0.0, early_stop=True) == pytest.approx(
+        lt.forward() - lt.fc2_fwd, rel=1e-12
+    )
+    assert lt.gemm(1.0, early_stop=True) == pytest.approx(4.0 * lt.linear_fwd - lt.fc2_fwd)
+    # Selective recompute replays no FC2, so early stopping changes nothing there.
+    assert lt.replay(0.0, 1.0, early_stop=True) == lt.replay(0.0, 1.0)
+
+
+def test_fsdp_trainers_stop_the_full_replay_early_and_count_it_in_hfu() -> None:
+    assert framework_preset("fsdp").recompute_early_stop
+    assert framework_preset("llm-foundry").recompute_early_stop
+    # torchtitan passes early_stop=False to its checkpoint wrappers since 2025-08-29.
+    assert not framework_preset("torchtitan").recompute_early_stop
+    assert not framework_preset("megatron-lm").recompute_early_stop
+    assert not framework_preset("deepspeed").recompute_early_stop
+    fw = framework_preset("fsdp")
+    stops = _llama3_8b_fsdp8(fw, Recompute.FULL)
+    replays = _llama3_8b_fsdp8(fw.replace(recompute_early_stop=False), Recompute.FULL)
+    assert stops.breakdown.compute_s < replays.breakdown.compute_s
+    # HFU's FLOPs: w2 of every layer, forward, over the 16 x 8192 tokens of the batch.
+    w2 = 32 * 2.0 * 16 * 8192.0 * 4096.0 * 14336.0
+    assert replays.hardware_flops - stops.hardware_flops == pytest.approx(w2, rel=1e-12)
+    assert stops.model_flops == replays.model_flops
+    assert any("up to its last GEMM" in a for a in stops.assumptions)
+    assert not any("up to its last GEMM" in a for a in replays.assumptions)
 
 
 def test_every_preset_flag_can_be_overridden_and_unknown_flags_are_refused() -> None:
