@@ -209,7 +209,8 @@ class LayerTimes:
     # torch op-level selective checkpointing (torchtitan): the linear-GEMM time it replays.
     sac_linear_fwd: Num = 0.0
     # The layer's last GEMM (FC2, the down projection): what a full replay that stops early
-    # leaves out (Framework.recompute_early_stop).
+    # leaves out (Framework.recompute_early_stop); 0 in a MoE layer, whose expert outputs are
+    # saved after their FC2 runs.
     fc2_fwd: Num = 0.0
 
     def forward(self) -> Num:
@@ -435,7 +436,9 @@ def layer_times(
         cast_bwd=cast_bwd,
         attention_linear_fwd=qkv + proj,
         sac_linear_fwd=(qkv + proj + fc1 + fc2) if fp8 else sac_attention + sac_ffn,
-        fc2_fwd=fc2,
+        # A MoE layer's expert outputs are saved after FC2 runs (weighted by the router's
+        # probabilities, or scattered with them), so an early-stopping replay runs it anyway.
+        fc2_fwd=0.0 * tokens if moe else fc2,
     )
 
 

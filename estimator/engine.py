@@ -439,9 +439,10 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
         f"recompute={tr.recompute.value}: "
         + {
             Recompute.FULL: (
-                "every layer's forward is replayed up to its last GEMM (PyTorch's checkpoint "
-                "stops once the backward pass has every tensor it needs: FC2 is not rerun), "
-                "with its TP collectives"
+                "every dense layer's forward is replayed up to its last GEMM (PyTorch's "
+                "checkpoint stops once the backward pass has every tensor it needs: FC2 and the "
+                "TP collective of its output are not rerun), with its other TP collectives; "
+                "MoE layers replay whole"
                 if fw.recompute_early_stop
                 else "every layer's forward is replayed, with its TP collectives"
             ),

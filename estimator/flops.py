@@ -90,13 +90,11 @@ def layer_forward_flops(model: ModelSpec, tokens: Num, seq: Num, *, moe: bool) -
 
 
 def last_gemm_forward_flops(model: ModelSpec, tokens: Num) -> Num:
-    """Forward FLOPs of every layer's last GEMM, the FFN's down projection (FC2): what a full
-    recompute that stops early leaves out (estimator.frameworks, ``recompute_early_stop``)."""
-    h = float(model.hidden_size)
-    moe_layers = float(model.num_moe_layers)
-    dense = (float(model.num_layers) - moe_layers) * 2.0 * tokens * h * float(model.ffn)
-    routed = float(model.moe_top_k) * float(model.expert_ffn)
-    return dense + moe_layers * 2.0 * tokens * h * routed
+    """Forward FLOPs of every dense layer's last GEMM, the FFN's down projection (FC2): what a
+    full recompute that stops early leaves out (estimator.frameworks, ``recompute_early_stop``;
+    a MoE layer saves its experts' outputs after their FC2, so it replays them)."""
+    dense_layers = float(model.num_layers) - float(model.num_moe_layers)
+    return dense_layers * 2.0 * tokens * float(model.hidden_size) * float(model.ffn)
 
 
 def attention_core_forward_flops(model: ModelSpec, tokens: Num, seq: Num) -> Num:

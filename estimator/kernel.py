@@ -660,6 +660,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     )
     op_sac = fw.selective_recompute == "op-sac"
     stop = fw.recompute_early_stop
+    # The FC2 output all-reduce (SP: reduce-scatter) a replay that stops early does not run,
+    # per dense layer; MoE layers replay their experts whole. Under SP the MoE branch below
+    # takes the dense MLP's collectives out of a MoE layer; without SP every layer keeps the
+    # dense rule, so the count is averaged over the layers.
+    skipped_ar = full * (1.0 - moe_frac * (1.0 - sp)) if stop else 0.0 * full
+    skipped_avg = full * (1.0 - moe_frac) if stop else 0.0 * full
     if moe_frac:
         layer_fwd = _avg(dense.forward(), moe.forward(), moe_frac)
         layer_bwd = _avg(dense.backward(), moe.backward(), moe_frac)
@@ -773,15 +779,18 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # Megatron saves the input shard and re-gathers it for the weight gradient; DTensor TP
     # saves the gathered input (no re-gather).
     sp_regather = 1.0 if fw.sp_regather_saved_shard else 0.0
-    ar_layer = (4.0 + 2.0 * full) * no_sp
-    rs_layer = (4.0 + 2.0 * full) * sp
+    # A replay that stops before FC2 (recompute_early_stop) skips the all-reduce (SP: the
+    # reduce-scatter) of FC2's output too: one of its two, in the dense layers.
+    replay_ar = 2.0 * full - skipped_ar
+    ar_layer = (4.0 + replay_ar) * no_sp
+    rs_layer = (4.0 + replay_ar) * sp
     ag_layer = (4.0 + 2.0 * sp_regather + 2.0 * full + sac_gathers) * sp
     tp_link_layer = ar_layer * ar + rs_layer * rs + ag_layer * agl
-    tp_plain_layer = no_sp * ((2.0 + 2.0 * full) * ar + _hide(ar, qkv, wg) + _hide(ar, fc1, wg)) + (
+    tp_plain_layer = no_sp * ((2.0 + replay_ar) * ar + _hide(ar, qkv, wg) + _hide(ar, fc1, wg)) + (
         sp
         * (
             (4.0 + 2.0 * full + sac_gathers) * agl
-            + (2.0 + 2.0 * full) * rs
+            + (2.0 + replay_ar) * rs
             + _hide(rs, qkv, wg)
             + _hide(rs, fc1, wg)
             + sp_regather * (_hide(agl, qkv, sg_on) + _hide(agl, fc1, sg_on))
@@ -814,10 +823,10 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         moe_rs = pricer.time(_TP, _REDUCE_SCATTER, t, ctx.nodes_tp, routed, sp)
         dispatch = sp * (2.0 + full) * (moe_ag[1] + moe_rs[1])
         mlp_ag_count = sp * (2.0 + sp_regather + full + 0.5 * sac_gathers)
-        mlp_link = mlp_ag_count * agl + sp * (2.0 + full) * rs
+        mlp_link = mlp_ag_count * agl + sp * (2.0 + full - skipped_ar) * rs
         mlp_plain = sp * (
             (2.0 + full + 0.5 * sac_gathers) * agl
-            + (1.0 + full) * rs
+            + (1.0 + full - skipped_ar) * rs
             + _hide(rs, fc1, wg)
             + sp_regather * _hide(agl, fc1, sg_on)
         )
@@ -1157,7 +1166,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             nt,
             s_act,
             tp_rs,
-            layers_pace * (rs_layer - moe_frac * _times(sp, 2.0 + full))
+            layers_pace * (rs_layer - moe_frac * _times(sp, 2.0 + full - skipped_ar))
             + sp * (with_logits + with_emb),
             True,
         )
@@ -1236,8 +1245,9 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         stages={"first": first, "mid": mid, "last": last},
         pipeline_s=m * period + terms["bubble"],
         compute_split=(layer_fwd, layer_replay, layer_bwd),
-        # 2 TP collectives forward, 2 more in a full replay, 2 backward (SC21 §2.3)
-        tp_split=(2.0 + 0.0 * p, 2.0 * full, 2.0 + 0.0 * p),
+        # 2 TP collectives forward, 2 more in a full replay (1 if it stops before FC2), 2
+        # backward (SC21 §2.3)
+        tp_split=(2.0 + 0.0 * p, 2.0 * full - skipped_avg, 2.0 + 0.0 * p),
     )
 
 

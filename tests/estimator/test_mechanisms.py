@@ -386,15 +386,7 @@ def test_torchtitan_selective_recompute_costs_more_than_the_attention_core() -> 
 
 def test_op_sac_hardware_flops_count_the_replayed_gemms() -> None:
     """HFU's FLOPs under op-level SAC: wk + wo + w3 of every layer, once more (BF16)."""
-    tr = TrainingSpec(
-        global_batch_size=16,
-        micro_batch_size=2,
-        recompute=Recompute.SELECTIVE,
-        precision=Precision.BF16,
-        framework="torchtitan",
-    )
-    layout = LayoutSpec(pipeline=1, tensor=1, data=8, zero_stage=3)
-    e = estimate(Scenario(LLAMA3_8B, tr, layout, a100()))
+    e = _llama3_8b_fsdp8("torchtitan", Recompute.SELECTIVE)
     tokens = 16 * 8192.0
     replayed = 32 * 2.0 * tokens * 4096.0 * (1024.0 + 4096.0 + 14336.0)
     assert e.hardware_flops - e.model_flops == pytest.approx(replayed, rel=1e-12)
@@ -433,6 +425,36 @@ def test_fsdp_trainers_stop_the_full_replay_early_and_count_it_in_hfu() -> None:
     assert stops.model_flops == replays.model_flops
     assert any("up to its last GEMM" in a for a in stops.assumptions)
     assert not any("up to its last GEMM" in a for a in replays.assumptions)
+
+
+def test_an_early_stopping_replay_skips_fc2s_tp_collective_in_dense_layers_only() -> None:
+    # Under SP the replay stops before FC2 and so before the reduce-scatter of its output:
+    # one fewer per dense layer and micro-batch. A MoE layer replays its experts whole (their
+    # outputs are saved after FC2 runs), in time, collectives and HFU's FLOPs.
+    fw = framework_preset("fsdp")
+    layout = LayoutSpec(pipeline=1, tensor=4, data=2, sequence_parallel=True)
+
+    def run(model: ModelSpec, f: Framework) -> Estimate:
+        tr = TrainingSpec(
+            global_batch_size=8, recompute=Recompute.FULL, precision=Precision.BF16, framework=f
+        )
+        return estimate(Scenario(model, tr, layout, a100()))
+
+    def scatters(e: Estimate) -> float:
+        return sum(
+            c.calls_per_iteration
+            for c in e.collectives
+            if c.kind is TrafficKind.TP and c.op is Collective.REDUCE_SCATTER
+        )
+
+    off = fw.replace(recompute_early_stop=False)
+    dense_stop, dense_all = run(LLAMA3_8B, fw), run(LLAMA3_8B, off)
+    assert scatters(dense_all) - scatters(dense_stop) == 4 * LLAMA3_8B.num_layers
+    assert dense_stop.breakdown.tp_s < dense_all.breakdown.tp_s
+    moe_stop, moe_all = run(MOE, fw), run(MOE, off)
+    assert scatters(moe_stop) == scatters(moe_all)
+    assert moe_stop.hardware_flops == moe_all.hardware_flops
+    assert moe_stop.iteration_time_s == moe_all.iteration_time_s
 
 
 def test_every_preset_flag_can_be_overridden_and_unknown_flags_are_refused() -> None:

@@ -121,8 +121,9 @@ DGXC_DENSE_MEAN_PCT = 3.5
 # gathered: 4 gathers per layer and pass, not 12); 35.8 % since. A guard, not a target.
 SC21_T2_ZERO3_175B_MAX_PCT = 37.0
 # torchtitan H100 benchmarks (Grand Teton H100s, op-level SAC, forward-only async TP, float8
-# TP, the hosts' peak fitted on the FSDP-only runs): mean.
-TORCHTITAN_MEAN_PCT = 6.6
+# TP, the hosts' peak fitted on the FSDP-only runs): mean. 6.40 % -> 6.75 % since full recompute
+# stops before FC2 and its output's TP collective (recompute_early_stop, what torchtitan ran).
+TORCHTITAN_MEAN_PCT = 6.9
 # llm-foundry MPT benchmarks (Composer FSDP, BACKWARD_POST; FlashAttention in Triton where the
 # benchmark script ran it): mean. 5.1 % -> 4.6 % since full recompute stops before FC2 on
 # PyTorch 2.1 (recompute_early_stop).
@@ -133,9 +134,9 @@ DGXC_MOE_MEAN_PCT = 8.5
 # Every scored row (issue 11 target: 5 %). 5.66 % on 145 rows; 6.63 % on 166 since 21 rows of
 # BigScience's prequel benchmarks are scored (SOURCES.md §8a: a rule declared before scoring;
 # all 21 predicted too fast). The bound follows the data set, not the other way round. 7.04 %
-# since DeepSpeed's ZeRO-3 persistence threshold (the SC21 ZeRO-3 rows: see above); 6.93 %
+# since DeepSpeed's ZeRO-3 persistence threshold (the SC21 ZeRO-3 rows: see above); 6.97 %
 # since PyTorch's checkpoint early stop (llm-foundry and torchtitan full recompute).
-ALL_ROWS_MEAN_PCT = 7.0
+ALL_ROWS_MEAN_PCT = 7.1
 
 
 def test_korthikanti_table5_out_of_sample(report: ValidationReport) -> None:
