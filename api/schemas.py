@@ -321,12 +321,6 @@ class FrameworkOverridesIn(_In):
     zero3_gathers_per_layer: int | None = Field(
         None, ge=1, le=1024, description="ZeRO-3 collectives per layer and pass"
     )
-    recompute_early_stop: bool | None = Field(
-        None,
-        description="full recompute stops once the backward pass has every tensor it needs, "
-        "before each layer's last GEMM (FC2): PyTorch >= 2.1 non-reentrant checkpoint (FSDP "
-        "trainers); off: the whole forward is replayed (Megatron, DeepSpeed)",
-    )
     zero3_persistence_threshold: int | None = Field(
         None,
         ge=0,
@@ -354,6 +348,28 @@ class FrameworkOverridesIn(_In):
     )
     fused_elementwise: bool | None = Field(
         None, description="fused norms/RoPE/activations (Megatron/TE kernels, torch.compile)"
+    )
+    tp_comm_overlap_backward: bool | None = Field(
+        None,
+        description="tp_comm_overlap covers the backward pass and replays too; off: the "
+        "forward pass only (PyTorch's async TP)",
+    )
+    selective_recompute: Literal["attention", "op-sac"] | None = Field(
+        None,
+        description="what recompute: selective replays: the attention core (Korthikanti et al. "
+        "2022) or torch's op-level SAC (every other GEMM and the element-wise ops: torchtitan)",
+    )
+    fsdp_backward_prefetch: Literal["pre", "post"] | None = Field(
+        None,
+        description="FSDP BackwardPrefetch: pre (the next gather before this layer's gradients, "
+        "hidden) or post (after them: exposed; Composer's default)",
+    )
+    recompute_early_stop: bool | None = Field(
+        None,
+        description="full recompute stops once the backward pass has every tensor it needs, "
+        "before each dense layer's last GEMM (FC2) and its output's TP collective: PyTorch >= "
+        "2.1 non-reentrant checkpoint (FSDP trainers); off: the whole forward is replayed "
+        "(Megatron, DeepSpeed, torchtitan since Aug. 2025)",
     )
 
 

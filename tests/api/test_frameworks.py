@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.schemas import EXAMPLE_FRAMEWORK
+from api.schemas import EXAMPLE_FRAMEWORK, FrameworkOverridesIn
 from estimator import (
     TERMS,
     ClusterSpec,
@@ -152,10 +152,32 @@ def test_an_unknown_framework_is_a_422_listing_the_presets(client: TestClient) -
     assert "nemo" in body["detail"] and "megatron-lm-2021" in body["detail"]
 
 
+def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient) -> None:
+    # The request schema names every flag of estimator.frameworks.Framework, so no behaviour
+    # is reachable from Python only.
+    assert set(FrameworkOverridesIn.model_fields) == set(FRAMEWORK_FLAGS)
+    flipped = {
+        "fsdp_backward_prefetch": "post",
+        "selective_recompute": "op-sac",
+        "tp_comm_overlap_backward": False,
+        "recompute_early_stop": True,
+    }
+    response = client.post(
+        "/v1/estimates",
+        json=request(ESTIMATE, training=_training(framework_overrides=flipped)),
+    )
+    assert response.status_code == 200, response.text
+    flags = response.json()["framework"]["flags"]
+    assert {k: flags[k] for k in flipped} == flipped
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
         {"overlap_everything": True},
+        {"fsdp_backward_prefetch": "sideways"},
+        {"selective_recompute": "everything"},
+        {"recompute_early_stop": "maybe"},
         {"tp_comm_overlap": "maybe"},
         {"zero3_gathers_per_layer": 0},
         {"zero3_persistence_threshold": -1},
