@@ -24,9 +24,10 @@ from estimator.specs import (
 )
 
 FloatArray = npt.NDArray[np.float64]
-# Layouts per kernel pass of a sweep: 1 MB per float64 temporary (measured fastest on
-# bench/bench_engine.py among 8k-1M; docs/design.md, "Sweep blocks").
-_BLOCK = 1 << 17
+# Layouts per kernel pass of a sweep: 256 KB per float64 temporary, so a pass's live
+# temporaries stay within a 2 MB L2 cache (bench/bench_engine.py, 8k-256k layouts per block;
+# docs/design.md, "Sweep blocks").
+_BLOCK = 1 << 15
 COLUMNS = (
     "p",
     "t",
