@@ -438,7 +438,7 @@ def layer_times(
         sac_linear_fwd=(qkv + proj + fc1 + fc2) if fp8 else sac_attention + sac_ffn,
         # A MoE layer's expert outputs are saved after FC2 runs (weighted by the router's
         # probabilities, or scattered with them), so an early-stopping replay runs it anyway.
-        fc2_fwd=0.0 * tokens if moe else fc2,
+        fc2_fwd=0.0 if moe else fc2,
     )
 
 

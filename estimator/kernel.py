@@ -273,7 +273,7 @@ def evaluate(
             fused_elementwise=training.software.fused_elementwise,
         )
         result = _detailed(ctx, roof, bandwidth)
-    forward, logits, core = _iteration_flops(model, ctx.gb * ctx.s)
+    forward, logits, core, last_gemm = _iteration_flops(model, ctx.gb * ctx.s)
     model_flops = 3.0 * forward
     if training.software.selective_recompute == "op-sac":
         fp8 = training.precision is _FP8
@@ -282,7 +282,7 @@ def evaluate(
         selective_replay = ctx.l * core
     replayed = forward - logits
     if training.software.recompute_early_stop:
-        replayed = replayed - _last_gemm_flops(model, ctx.gb * ctx.s)
+        replayed = replayed - last_gemm
     replay_total = ctx.full * replayed + ctx.selective * selective_replay
     result.model_flops = float(model_flops)
     result.hardware_flops = model_flops + replay_total
@@ -300,20 +300,16 @@ def evaluate(
 
 
 @functools.lru_cache(maxsize=256)
-def _iteration_flops(model: ModelSpec, tokens: float) -> tuple[float, float, float]:
-    """Forward FLOPs of the model, of its logit layer and of one layer's attention core over
-    ``tokens`` tokens (a per-model constant: computed once per model and batch)."""
+def _iteration_flops(model: ModelSpec, tokens: float) -> tuple[float, float, float, float]:
+    """Forward FLOPs of the model, of its logit layer, of one layer's attention core and of
+    every dense layer's FC2 (what an early-stopping replay leaves out) over ``tokens`` tokens
+    (a per-model constant: computed once per model and batch)."""
     return (
         float(model_forward_flops(model, tokens)),
         float(logit_forward_flops(model, tokens)),
         float(attention_core_forward_flops(model, tokens, float(model.seq_length))),
+        float(last_gemm_forward_flops(model, tokens)),
     )
-
-
-@functools.lru_cache(maxsize=256)
-def _last_gemm_flops(model: ModelSpec, tokens: float) -> float:
-    """Forward FLOPs of every layer's FC2 over ``tokens`` (once per model and batch)."""
-    return float(last_gemm_forward_flops(model, tokens))
 
 
 def _op_sac_replay_flops(model: ModelSpec, tokens: float, fp8: bool) -> float:
@@ -664,8 +660,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # per dense layer; MoE layers replay their experts whole. Under SP the MoE branch below
     # takes the dense MLP's collectives out of a MoE layer; without SP every layer keeps the
     # dense rule, so the count is averaged over the layers.
-    skipped_ar = full * (1.0 - moe_frac * (1.0 - sp)) if stop else 0.0 * full
-    skipped_avg = full * (1.0 - moe_frac) if stop else 0.0 * full
+    skipped_ar: Num = full * (1.0 - moe_frac * (1.0 - sp)) if stop else 0.0
+    skipped_avg: Num = full * (1.0 - moe_frac) if stop else 0.0
     if moe_frac:
         layer_fwd = _avg(dense.forward(), moe.forward(), moe_frac)
         layer_bwd = _avg(dense.backward(), moe.backward(), moe_frac)
