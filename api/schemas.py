@@ -336,6 +336,14 @@ class FrameworkOverridesIn(_In):
     optimizer_bytes_per_parameter: float | None = Field(
         None, ge=0, le=1e4, description="HBM bytes the optimizer step moves per owned parameter"
     )
+    compute_efficiency: float | None = Field(
+        None,
+        gt=0,
+        le=2,
+        description="the framework's compute speed relative to the fitted roofline (1: as "
+        "fitted; the DeepSpeed presets carry the shortfall fitted on Megatron-DeepSpeed runs "
+        'of 2022, README "Accuracy")',
+    )
     attention_kernel: Literal["fused", "flash2", "triton"] | None = Field(
         None,
         description="fused (TE/cuDNN, FlashAttention-3), flash2 (FlashAttention-2) or triton "

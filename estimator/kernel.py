@@ -259,12 +259,15 @@ def evaluate(
         attention_fwd_eff, attention_bwd_eff = attention_efficiencies(
             training.software.attention_kernel, flash2_efficiency
         )
+        # The framework's compute speed relative to the fitted roofline (1 for most; the
+        # DeepSpeed presets' fitted shortfall, estimator.frameworks): every operation scales.
+        speed = training.software.compute_efficiency
         roof = Roofline(
-            peak_flops=peak_flops,
+            peak_flops=peak_flops * speed,
             utilization=utilization,
             fp8_utilization=fp8_utilization,
             fp8=training.precision is _FP8,
-            hbm_bytes_per_s=(memory_bandwidth_gbps or 0.0) * 1e9,
+            hbm_bytes_per_s=(memory_bandwidth_gbps or 0.0) * 1e9 * speed,
             gemm_traffic_factor=gemm_traffic_factor,
             elementwise_factor=memory_traffic_factor,
             gemm_half_size_elements=gemm_half_size_elements,

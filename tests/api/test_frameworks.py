@@ -161,6 +161,7 @@ def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient)
         "selective_recompute": "op-sac",
         "tp_comm_overlap_backward": False,
         "recompute_early_stop": True,
+        "compute_efficiency": 0.5,
     }
     response = client.post(
         "/v1/estimates",
@@ -183,6 +184,10 @@ def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient)
         {"zero3_persistence_threshold": -1},
         {"zero3_persistence_threshold": 1.5},
         {"cp_torch_ring": "maybe"},
+        {"compute_efficiency": 0},
+        {"compute_efficiency": -0.5},
+        {"compute_efficiency": 2.5},
+        {"compute_efficiency": "fast"},
     ],
 )
 def test_a_bad_override_is_a_422(client: TestClient, overrides: dict[str, object]) -> None:

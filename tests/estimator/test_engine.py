@@ -435,7 +435,9 @@ def test_an_estimate_says_how_far_runs_of_its_trainer_kind_were_off(
     t = e.iteration_time_s
     assert 100.0 * (t - low) / low == pytest.approx(acc.error_p90_pct, rel=EXACT)
     assert 100.0 * (t - high) / high == pytest.approx(acc.error_p10_pct, rel=EXACT)
-    assert t < low < high  # every published DeepSpeed run took longer than predicted
+    # Since the DeepSpeed presets' compute speed is fitted, the 10th and 90th percentiles lie
+    # either side of zero: the band straddles the prediction.
+    assert low < t < high
     # Paper fidelity is the seed's formulation, not the model the figures validate.
     paper = run("deepspeed", Fidelity.PAPER)
     assert not any("validated" in text for text in paper.assumptions + paper.warnings)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ from estimator.engine import CollectiveUse, estimate_traffic, traffic_loads
 from estimator.errors import LayoutError, ValidationError
 from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
+    DEEPSPEED_COMPUTE_EFFICIENCY,
     FRAMEWORK_PRESETS,
     Framework,
     framework_preset,
@@ -571,7 +573,8 @@ def test_deepspeed_bf16_optimizer_all_reduces_then_gathers(gpt3: ModelSpec) -> N
     (emb_off,) = [c for c in off.collectives if c.kind is TrafficKind.EMBEDDING_SYNC]
     assert emb_on.size_bytes == pytest.approx(2.0 * emb_off.size_bytes, rel=1e-12)
     stage = dp_ops(on)[Collective.ALL_GATHER] / 2.0  # parameters of the stage (bf16 weights)
-    hbm = HBM_EFFICIENCY * A100_HBM_GBPS * 1e9
+    # the preset's fitted compute speed scales every pass through HBM (Framework docstring)
+    hbm = HBM_EFFICIENCY * A100_HBM_GBPS * 1e9 * fw.compute_efficiency
     extra = (stage * 40.0 - stage / 24 * 8.0) / hbm
     assert on.breakdown.optimizer_s - off.breakdown.optimizer_s == pytest.approx(extra, rel=1e-9)
     # Every micro-batch: hp_grad.add_(lp.grad.to(fp32)), 18 B per parameter instead of 10 (the
@@ -736,7 +739,7 @@ def test_zero3_list_collectives_copy_through_a_flat_buffer(gpt3: ModelSpec) -> N
         return estimate(Scenario(gpt3, tr, layout, a100()))
 
     on, off = run(fw), run(fw.replace(zero3_list_collectives=False))
-    hbm = HBM_EFFICIENCY * A100_HBM_GBPS * 1e9
+    hbm = HBM_EFFICIENCY * A100_HBM_GBPS * 1e9 * fw.compute_efficiency
     dp = [c for c in on.collectives if c.kind is TrafficKind.DP]
     copies = sum(
         c.calls_per_iteration * (3.0 if c.op is Collective.ALL_GATHER else 2.0) * c.size_bytes
@@ -1314,3 +1317,33 @@ def test_zero3_persistent_small_tensors_are_not_gathered_per_layer(gpt3: ModelSp
     assert calls_all == layers * 3 * fw.zero3_gathers_per_layer
     assert gathered_all > gathered and scatters_all == scatters
     assert dp_s < dp_all
+
+
+def test_compute_efficiency_scales_every_compute_operation_and_nothing_on_the_links(
+    gpt3: ModelSpec,
+) -> None:
+    # Framework.compute_efficiency: GEMMs, attention, element-wise work, the optimizer step and
+    # gradient accumulation take 1/compute_efficiency of the fitted roofline's time; the links
+    # do not change. The DeepSpeed presets carry the speed fitted on BigScience's 2022 sweep.
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+    fw = framework_preset("megatron-lm-2022")
+
+    def run(f: Framework) -> Estimate:
+        tr = TrainingSpec(global_batch_size=1536, precision=Precision.BF16, framework=f)
+        return estimate(Scenario(gpt3, tr, layout, a100()))
+
+    full, half = run(fw), run(fw.replace(compute_efficiency=0.5))
+    assert half.breakdown.compute_s == pytest.approx(2.0 * full.breakdown.compute_s, rel=1e-12)
+    assert half.breakdown.optimizer_s == pytest.approx(2.0 * full.breakdown.optimizer_s, rel=1e-12)
+    assert half.link_s == full.link_s
+    assert half.iteration_time_s > full.iteration_time_s
+    assert "compute at 0.5 of the fitted roofline's speed" in half.assumptions[1]
+    assert "fitted roofline" not in full.assumptions[1]
+    assert DEEPSPEED_COMPUTE_EFFICIENCY < 1.0
+    assert framework_preset("deepspeed").compute_efficiency == DEEPSPEED_COMPUTE_EFFICIENCY
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, 2.5, math.nan, math.inf])
+def test_a_compute_efficiency_out_of_range_is_refused(bad: float) -> None:
+    with pytest.raises(ValidationError, match="compute_efficiency"):
+        framework_preset("megatron-lm-2022").replace(compute_efficiency=bad)

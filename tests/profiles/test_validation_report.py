@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from estimator.calibrated import FITTED_COMPUTE, VALIDATED_ACCURACY
-from estimator.frameworks import TRAINER_KINDS, framework_preset
+from estimator.frameworks import DEEPSPEED_COMPUTE_EFFICIENCY, TRAINER_KINDS, framework_preset
 from profiles.validation.report import (
     GRAND_TETON_GPU,
     GRAND_TETON_PEAK_RANGE_BF16,
@@ -20,6 +20,7 @@ from profiles.validation.report import (
     ValidationReport,
     fit_training,
     framework_for,
+    is_deepspeed,
     load_runs,
     peak_scale_of,
     predict,
@@ -93,6 +94,10 @@ def test_the_nominal_profiles_carry_todays_fit(report: ValidationReport) -> None
     assert FITTED_COMPUTE["h100"].fp8_utilization == pytest.approx(
         report.fit["fp8_utilization"], abs=5e-5
     )
+    deepspeed = report.fit["deepspeed_compute_efficiency"]
+    assert abs(deepspeed - DEEPSPEED_COMPUTE_EFFICIENCY) <= 5e-5
+    for name in ("deepspeed", "deepspeed-2021"):
+        assert framework_preset(name).compute_efficiency == DEEPSPEED_COMPUTE_EFFICIENCY
     assert NOMINAL_SPECS["dgx-a100-nominal"].utilization == FITTED_COMPUTE["a100"].utilization
     assert NOMINAL_SPECS["dgx-h100-nominal"].utilization == FITTED_COMPUTE["h100"].utilization
     assert set(report.fit) == set(PARAMETERS)
@@ -118,8 +123,9 @@ DGXC_DENSE_MEAN_PCT = 3.5
 # Issue 11, second round (out of sample, today's figure + a small margin):
 # SC21 Table 2, DeepSpeed ZeRO-3 175B on 384/768/1536 GPUs (latency-bound gathers): max. 15 %
 # until the gathers followed DeepSpeed's persistence threshold (tensors under 1e5 elements stay
-# gathered: 4 gathers per layer and pass, not 12); 35.8 % since. A guard, not a target.
-SC21_T2_ZERO3_175B_MAX_PCT = 37.0
+# gathered: 4 gathers per layer and pass, not 12); 35.8 % since; 32.2 % since the DeepSpeed
+# presets' compute speed is fitted (bloom_sweep). A guard, not a target.
+SC21_T2_ZERO3_175B_MAX_PCT = 33.5
 # torchtitan H100 benchmarks (Grand Teton H100s, op-level SAC, forward-only async TP, float8
 # TP, the hosts' peak fitted on the FSDP-only runs): mean. 6.40 % -> 6.75 % since full recompute
 # stops before FC2 and its output's TP collective (recompute_early_stop, what torchtitan ran).
@@ -135,8 +141,13 @@ DGXC_MOE_MEAN_PCT = 8.5
 # BigScience's prequel benchmarks are scored (SOURCES.md §8a: a rule declared before scoring;
 # all 21 predicted too fast). The bound follows the data set, not the other way round. 7.04 %
 # since DeepSpeed's ZeRO-3 persistence threshold (the SC21 ZeRO-3 rows: see above); 6.97 %
-# since PyTorch's checkpoint early stop (llm-foundry and torchtitan full recompute).
-ALL_ROWS_MEAN_PCT = 7.1
+# since PyTorch's checkpoint early stop (llm-foundry and torchtitan full recompute); 6.05 %
+# since the DeepSpeed presets' compute speed is fitted on BigScience's prequel sweep.
+ALL_ROWS_MEAN_PCT = 6.2
+# MT-NLG 530B (Megatron-DeepSpeed on Selene, 2021): predicted by the compute speed fitted on
+# BigScience's 2022 sweep on Jean Zay (another team, cluster and year): issue 11's per-family
+# target 8 %; 4.27 % today (15.6 % before that constant).
+MTNLG_MEAN_PCT = 5.0
 
 
 def test_korthikanti_table5_out_of_sample(report: ValidationReport) -> None:
@@ -177,6 +188,33 @@ def test_issue11_round2_mechanisms_hold_their_gains(report: ValidationReport) ->
     assert len(grok) == 14
     assert sum(abs(r.error_pct) for r in grok) / len(grok) <= DGXC_MOE_MEAN_PCT
     assert report.summary.mean_abs_error_pct <= ALL_ROWS_MEAN_PCT
+
+
+def test_deepspeed_compute_speed_is_fitted_on_the_bloom_sweep_and_predicts_the_other_teams(
+    report: ValidationReport, runs: list[PublishedRun]
+) -> None:
+    # Fitted on BigScience's February 2022 sweep only; BLOOM's production runs, MT-NLG and the
+    # SC21 ZeRO-3 runs are DeepSpeed rows the fit never saw.
+    assert 0.05 < report.fit["deepspeed_compute_efficiency"] < 1.0
+    family = next(f for f in TRAINING if f.name == "bloom_sweep")
+    sweep = {r.id for r in runs if family.contains(r)}
+    assert len(sweep) == 21
+    assert all(r.id.startswith("bloomprequel_") for r in runs if r.id in sweep)
+    others = [
+        row
+        for row, run in zip(report.rows, runs, strict=True)
+        if is_deepspeed(run) and run.id not in sweep
+    ]
+    assert {r.source for r in others} == {
+        "bigscience_bloom",
+        "smith2022_mtnlg",
+        "narayanan2021_sc21",
+    }
+    assert all(r.fitted_on == "training subset (all of it)" for r in others)
+    assert all(sweep <= set(r.fit_rows) for r in others)
+    mtnlg = report.by_source["smith2022_mtnlg"]
+    assert mtnlg.rows == 3
+    assert mtnlg.mean_abs_error_pct <= MTNLG_MEAN_PCT
 
 
 def test_torchtitan_host_peak_is_fitted_within_its_datasheets_on_fsdp_only_runs(
