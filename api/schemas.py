@@ -277,6 +277,11 @@ class FrameworkOverridesIn(_In):
         description="ZeRO-3 gathers into and reduces from lists of per-rank views, which "
         "PyTorch copies through a flat buffer (DeepSpeed 2021)",
     )
+    zero3_rank_loop: bool | None = Field(
+        None,
+        description="ZeRO-3 builds each gather's output list in a Python loop over the ranks "
+        "after a synchronize, the GPU idle (DeepSpeed 2021): one eager op per rank",
+    )
     pp_scatter_gather: bool | None = Field(
         None,
         description="pipeline sends of 1/t of the activation, all-gathered over the TP group "

@@ -15,7 +15,7 @@ from estimator.bandwidth import (
 )
 from estimator.calibrated import VALIDATED_ACCURACY, ValidatedAccuracy, runs_fitted_compute
 from estimator.compute import TRITON_FLASH_BACKWARD_SLOWDOWN, TRITON_FLASH_FORWARD_SLOWDOWN
-from estimator.frameworks import trainer_kind
+from estimator.frameworks import EAGER_OP_HOST_S, trainer_kind
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
 from estimator.specs import RECOMPUTE_CODE, Fidelity, Precision, Recompute, Scenario
 from estimator.traffic import (
@@ -608,6 +608,12 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
                     ", each through PyTorch's flat copy buffer (list collectives: 3 passes "
                     "of a gathered tensor through HBM, 2 of a reduced one)"
                     if fw.zero3_list_collectives
+                    else ""
+                )
+                + (
+                    ", each after a Python loop over the group's ranks with the GPU idle (one "
+                    f"eager op per rank, {EAGER_OP_HOST_S * 1e6:g} µs)"
+                    if fw.zero3_rank_loop
                     else ""
                 )
                 + f"; gradient reduce-scatter {per_mb}",

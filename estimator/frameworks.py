@@ -95,6 +95,16 @@ Sources, per flag (dates from the Megatron-LM git history):
   (``ZERO3_LIST_GATHER_COPIES``, ``ZERO3_LIST_REDUCE_COPIES``), on the collective's stream,
   so waited on with it. Later DeepSpeed and FSDP gather into one flat tensor
   (``_all_gather_base``).
+- ``zero3_rank_loop``: DeepSpeed's ZeRO-3 of 2021 builds each all-gather's output list in a
+  Python loop over the group's d ranks (``_allgather_param``: ``flat_tensor.narrow(...)`` and
+  ``torch.distributed.get_rank(group=...)`` per rank, v0.3.13 to v0.3.16), right after a
+  ``torch.cuda.synchronize()``, so the GPU waits out d eager tensor operations of host time
+  per gathered tensor. Priced at one operation per rank, ``EAGER_OP_HOST_S``: PyTorch's own
+  operator micro-benchmark (pytorch/pytorch bab87e4b, PR #32194, Jan. 2020) times an eager
+  ``split`` of two views at 2.26 µs (3.33-3.47 µs before that change, the same on CPU and CUDA
+  tensors: the cost is the host's). The ``get_rank`` call and the list's bookkeeping are not
+  counted, so it is a floor. Gradients' reduce-scatter loop is not priced: it runs without a
+  synchronisation, while the GPU still has queued work.
 - ``zero3_persistence_threshold``: ZeRO-3 parameters with fewer elements than this stay
   gathered (DeepSpeed's ``stage3_param_persistence_threshold``, default 100000 from v0.3.12
   to today: ``deepspeed/runtime/zero/constants.py``); ``stage3.py`` ``persistent_parameters``
@@ -195,6 +205,7 @@ from estimator.errors import NotFoundError, ValidationError
 
 __all__ = [
     "DEEPSPEED_COMPUTE_EFFICIENCY",
+    "EAGER_OP_HOST_S",
     "FRAMEWORK_FLAGS",
     "FRAMEWORK_NAMES",
     "FRAMEWORK_PRESETS",
@@ -225,6 +236,9 @@ BF16_OPTIMIZER_ACCUMULATION_BYTES = 18.0
 # The clipping norm and zeroing bytes of ADAM_BYTES_PER_PARAMETER that BF16_Optimizer moves over
 # the whole stage instead of the owned shard.
 BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES = 8.0
+# Host time of one eager PyTorch tensor operation (zero3_rank_loop): an eager ``split`` into two
+# views in PyTorch's operator micro-benchmark (pytorch/pytorch bab87e4b, PR #32194).
+EAGER_OP_HOST_S = 2.26e-6
 # ZeRO-3 with list-based collectives (zero3_list_collectives), as multiples of the bytes of one
 # gathered tensor: the gather's zero-filled destination (write 1) and PyTorch copying the flat
 # NCCL buffer into the per-rank output views (read 1, write 1); the reduce-scatter's copy of the
@@ -266,6 +280,7 @@ class Framework:
     sp_regather_saved_shard: bool = True
     zero3_gathers_per_layer: int = 1
     zero3_list_collectives: bool = False
+    zero3_rank_loop: bool = False
     zero3_persistence_threshold: int = 0
     zero2_per_layer: bool = False
     optimizer_bytes_per_parameter: float = ADAM_BYTES_PER_PARAMETER
@@ -483,6 +498,7 @@ _PRESETS = (
         grad_reduce_per_microbatch=True,
         zero3_gathers_per_layer=12,
         zero3_list_collectives=True,
+        zero3_rank_loop=True,
         # DeepSpeed v0.3.13 constants.py ZERO_OPTIMIZATION_PARAM_PERSISTENCE_THRESHOLD_DEFAULT;
         # the DeepSpeedExamples Megatron ZeRO-3 configs of March/April 2021 (2cd968f, bdf8e59)
         # misspell the key ("persitance"/"persitence"), so the default applies there too.

@@ -49,6 +49,7 @@ from estimator.frameworks import (
     BF16_OPTIMIZER_ACCUMULATION_BYTES,
     BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES,
     BF16_OPTIMIZER_WHOLE_BYTES,
+    EAGER_OP_HOST_S,
     FP16_UNSCALE_BYTES,
     ZERO3_LIST_GATHER_COPIES,
     ZERO3_LIST_REDUCE_COPIES,
@@ -995,6 +996,15 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         zg = z3_gather_layer + z3 * n_ag * copy_g
         zrg = z3_regather_layer + z3 * (1.0 + regather) * n_ag * copy_g
         zr = z3_reduce_layer + z3 * per_mb * gathers * copy_r
+        zb = zrg + zr
+    if any_z3 and fw.zero3_rank_loop:
+        # DeepSpeed 2021's Python loop over the group's ranks before each gather, with the GPU
+        # idle after a synchronize: one eager op per rank (Framework docstring).
+        host_g = dense_shard * EAGER_OP_HOST_S
+        if moe_frac:
+            host_g = host_g + expert_shard * EAGER_OP_HOST_S
+        zg = zg + z3 * n_ag * host_g
+        zrg = zrg + z3 * (1.0 + regather) * n_ag * host_g
         zb = zrg + zr
     ogr = fw.overlap_grad_reduce
 

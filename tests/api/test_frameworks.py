@@ -55,7 +55,7 @@ def test_the_breakdown_adds_the_optimizer_step_and_keeps_every_term(client: Test
     assert body["framework"]["name"] == "megatron-lm"  # the default
 
 
-def test_a_deepspeed_answer_warns_that_such_runs_were_predicted_too_fast(
+def test_a_deepspeed_answer_warns_how_far_such_runs_were_off(
     client: TestClient,
 ) -> None:
     # the example's cluster overrides u; the profile's own (fitted) figures are what validate
@@ -66,7 +66,9 @@ def test_a_deepspeed_answer_warns_that_such_runs_were_predicted_too_fast(
         json={**ESTIMATE, "cluster": fitted, "training": _training(framework="deepspeed")},
     ).json()
     warned = [w for w in deepspeed["warnings"] if "commest is validated on" in w]
-    assert len(warned) == 1 and "too fast" in warned[0]
+    # DeepSpeed runs miss the 8 % target in both directions (the signed mean is under half the
+    # mean |error| since the presets' compute speed is fitted): a margin, not a direction.
+    assert len(warned) == 1 and "in either direction" in warned[0]
     assert any(a.startswith("validated: ") for a in deepspeed["assumptions"])
     acc = VALIDATED_ACCURACY["deepspeed"]
     assert deepspeed["validated"] == {

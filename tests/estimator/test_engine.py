@@ -426,7 +426,9 @@ def test_an_estimate_says_how_far_runs_of_its_trainer_kind_were_off(
         assert bool(warned) == (acc.mean_abs_error_pct > ACCURACY_WARNING_PCT), framework
     assert VALIDATED_ACCURACY["deepspeed"].misses_target
     (warning,) = [w for w in run("deepspeed-2021").warnings if "validated on" in w]
-    assert "too fast" in warning and "optimistic" in warning
+    # DeepSpeed's runs err both ways since its presets' compute speed is fitted (signed mean
+    # -5.9 % of a 12.0 % mean |error|): the warning gives the margin, not a direction.
+    assert "in either direction" in warning and "12.0 %" in warning
     # The band: the measured time for which this prediction's error would be the kind's 10th
     # and 90th percentile (error = (predicted - measured) / measured).
     e = run("deepspeed")
@@ -477,7 +479,11 @@ def test_the_warning_names_a_direction_only_when_the_error_has_one(
 ) -> None:
     layout = LayoutSpec(pipeline=8, tensor=8, data=24)
     tr = TrainingSpec(global_batch_size=1536, framework="torchtitan")
-    for mean_error, words in ((9.5, ("too slow", "pessimistic")), (0.5, ("either direction",))):
+    for mean_error, words in (
+        (9.5, ("too slow", "pessimistic")),
+        (-9.5, ("too fast", "optimistic")),
+        (0.5, ("either direction",)),
+    ):
         fake = ValidatedAccuracy("fsdp-style", 61, 10.0, mean_error, -20.0, 20.0)
         monkeypatch.setitem(VALIDATED_ACCURACY, "fsdp-style", fake)
         e = estimate(Scenario(gpt3, tr, layout, _fitted_a100(cluster)))

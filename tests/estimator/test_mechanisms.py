@@ -46,6 +46,7 @@ from estimator.errors import LayoutError, ValidationError
 from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
     DEEPSPEED_COMPUTE_EFFICIENCY,
+    EAGER_OP_HOST_S,
     FRAMEWORK_PRESETS,
     Framework,
     framework_preset,
@@ -1347,3 +1348,34 @@ def test_compute_efficiency_scales_every_compute_operation_and_nothing_on_the_li
 def test_a_compute_efficiency_out_of_range_is_refused(bad: float) -> None:
     with pytest.raises(ValidationError, match="compute_efficiency"):
         framework_preset("megatron-lm-2022").replace(compute_efficiency=bad)
+
+
+def test_zero3_rank_loop_waits_out_one_eager_op_per_rank_before_each_gather(
+    gpt3: ModelSpec,
+) -> None:
+    # DeepSpeed 2021's _allgather_param (v0.3.13-v0.3.16): after torch.cuda.synchronize(), a
+    # Python loop over the group's ranks builds the all-gather's output list (a narrow view per
+    # rank); the GPU waits out d eager ops per gathered tensor, before the forward, the replay
+    # and the backward pass. Nothing on the links changes.
+    fw = framework_preset("deepspeed-2021")
+    assert fw.zero3_rank_loop
+
+    def run(f: Framework, data: int) -> Estimate:
+        layout = LayoutSpec(pipeline=1, tensor=1, data=data, zero_stage=3)
+        tr = TrainingSpec(global_batch_size=1536, micro_batch_size=1536 // data, framework=f)
+        return estimate(Scenario(gpt3, tr, layout, a100()))
+
+    for data in (384, 1536):
+        on, off = run(fw, data), run(fw.replace(zero3_rank_loop=False), data)
+        gathers = sum(
+            c.calls_per_iteration
+            for c in on.collectives
+            if c.kind is TrafficKind.DP and c.op is Collective.ALL_GATHER
+        )
+        host_s = gathers * data * EAGER_OP_HOST_S
+        assert on.breakdown.dp_s - off.breakdown.dp_s == pytest.approx(host_s, rel=1e-9)
+        assert on.link_s == off.link_s
+        assert "Python loop over the group's ranks" in " ".join(on.assumptions)
+    # Later DeepSpeed, FSDP: no such loop.
+    assert not framework_preset("deepspeed").zero3_rank_loop
+    assert not framework_preset("fsdp").zero3_rank_loop
