@@ -15,7 +15,7 @@ from estimator.bandwidth import (
 )
 from estimator.calibrated import VALIDATED_ACCURACY, ValidatedAccuracy, runs_fitted_compute
 from estimator.compute import TRITON_FLASH_BACKWARD_SLOWDOWN, TRITON_FLASH_FORWARD_SLOWDOWN
-from estimator.frameworks import EAGER_OP_HOST_S, trainer_kind
+from estimator.frameworks import EAGER_OP_HOST_S, FRAMEWORK_PRESETS, trainer_kind
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
 from estimator.specs import RECOMPUTE_CODE, Fidelity, Precision, Recompute, Scenario
 from estimator.traffic import (
@@ -317,13 +317,17 @@ def estimate(scenario: Scenario) -> Estimate:
 
 def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
     """The out-of-sample accuracy of published runs of the scenario's kind of trainer, when the
-    scenario runs the model `commest validate` scores: detailed fidelity, a framework preset and
-    a GPU family's fitted compute constants (estimator.calibrated); else None."""
+    scenario runs the model `commest validate` scores: detailed fidelity, a framework preset at
+    its own compute speed (``compute_efficiency``: the DeepSpeed presets' is fitted too) and a
+    GPU family's fitted compute constants (estimator.calibrated); else None."""
     if scenario.fidelity is not Fidelity.DETAILED:
         return None
-    kind = trainer_kind(scenario.training.software.name)
+    fw = scenario.training.software
+    kind = trainer_kind(fw.name)
     c = scenario.cluster
-    if kind is None or not runs_fitted_compute(
+    if kind is None or fw.compute_efficiency != FRAMEWORK_PRESETS[fw.name].compute_efficiency:
+        return None
+    if not runs_fitted_compute(
         c.utilization,
         c.memory_traffic_factor,
         c.gemm_traffic_factor,
@@ -350,8 +354,8 @@ def _accuracy_line(acc: ValidatedAccuracy | None) -> str:
     if acc is None:
         return (
             "not validated: commest validate scores the detailed model with a framework preset "
-            "and a GPU family's fitted compute constants (u, γ, c, x0, and u8 for FP8); this "
-            "estimate's differ, so no published accuracy applies to it"
+            "at its own compute speed and a GPU family's fitted compute constants (u, γ, c, x0, "
+            "and u8 for FP8); this estimate's differ, so no published accuracy applies to it"
         )
     return (
         f"validated: {acc.runs} published {acc.trainer_kind} runs predicted "

@@ -32,6 +32,8 @@ from estimator.frameworks import (
     FRAMEWORK_PRESETS,
     PRESET_TRAINER_KINDS,
     TRAINER_KINDS,
+    Framework,
+    framework_preset,
     trainer_kind,
 )
 from estimator.presets import gpu_preset
@@ -611,3 +613,26 @@ def test_uneven_stages_need_a_pipeline(cluster: ClusterSpec) -> None:
             LayoutSpec(pipeline=1, tensor=8, data=64, first_stage_layers=7),
             cluster,
         )
+
+
+def test_a_framework_off_its_presets_compute_speed_claims_no_published_accuracy(
+    gpt3: ModelSpec, cluster: ClusterSpec
+) -> None:
+    # The DeepSpeed presets' compute speed is fitted with the rest (commest validate): set to
+    # anything else, the kind's published accuracy no longer describes the estimate.
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+    fitted = _fitted_a100(cluster)
+    preset = framework_preset("deepspeed")
+
+    def run(framework: Framework) -> Estimate:
+        tr = TrainingSpec(global_batch_size=1536, framework=framework)
+        return estimate(Scenario(gpt3, tr, layout, fitted))
+
+    assert run(preset).validated is VALIDATED_ACCURACY["deepspeed"]
+    roofline_speed = run(preset.replace(compute_efficiency=1.0))
+    assert roofline_speed.validated is None
+    assert roofline_speed.iteration_time_range_s is None
+    assert any(a.startswith("not validated") for a in roofline_speed.assumptions)
+    assert not [w for w in roofline_speed.warnings if "validated on" in w]
+    # Another flag overridden keeps the kind's figures (they describe the preset's software).
+    assert run(preset.replace(pp_blocking_p2p=False)).validated is VALIDATED_ACCURACY["deepspeed"]
