@@ -179,7 +179,7 @@ Sources, per flag (dates from the Megatron-LM git history):
   the time the GPU family's fitted constants give (peak and HBM bandwidth both scaled). 1 for
   every framework the roofline was fitted on or that matches it. The DeepSpeed presets carry
   ``DEEPSPEED_COMPUTE_EFFICIENCY``: Megatron-DeepSpeed runs of 2021-22 were slower than the
-  engine's named mechanisms explain (the same 530B model and layout on Selene ran 27 % longer
+  engine's named mechanisms explain (the same 530B model and layout on Selene ran 26 % longer
   per sample under Megatron-DeepSpeed, MT-NLG, than under Megatron-LM, SC21 Table 2), and no
   published profile says where the time went. So it is a measured shortfall, not a mechanism:
   fitted by ``commest validate`` on BigScience's February 2022 benchmark sweep (the BLOOM
