@@ -984,27 +984,26 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         z3_regather_layer = z3 * (1.0 + regather) * one_gather
         z3_reduce_layer = per_layer * per_mb * gathers * (z3_rs[0][1] + z3_rs[1][1])
         z3_bwd_layer = z3_regather_layer + z3_reduce_layer
-    # What the compute stream waits for: the collectives, and with ZeRO-3's list-based
-    # collectives (``zero3_list_collectives``) PyTorch's copies through a flat buffer around
-    # each of them.
+    # What the compute stream waits for: the collectives, and per gather and reduce-scatter
+    # the work around them: with ZeRO-3's list-based collectives (``zero3_list_collectives``)
+    # PyTorch's copies through a flat buffer, with ``zero3_rank_loop`` DeepSpeed 2021's Python
+    # loop over the group's ranks before each gather, the GPU idle after a synchronize (one
+    # eager op per rank; Framework docstring).
     zg, zrg, zr, zb = z3_gather_layer, z3_regather_layer, z3_reduce_layer, z3_bwd_layer
+    around_g: Num = 0.0  # per gather
+    around_r: Num = 0.0  # per reduce-scatter
     if any_z3 and fw.zero3_list_collectives:
-        copy_g = sum(roof.stream_s(ZERO3_LIST_GATHER_COPIES * n) for n, _, _ in z3_ag_unit)
-        copy_r = sum(
+        around_g = sum(roof.stream_s(ZERO3_LIST_GATHER_COPIES * n) for n, _, _ in z3_ag_unit)
+        around_r = sum(
             roof.stream_s(ZERO3_LIST_REDUCE_COPIES * n * beta_g / beta) for n, _, _ in z3_unit
         )
-        zg = z3_gather_layer + z3 * n_ag * copy_g
-        zrg = z3_regather_layer + z3 * (1.0 + regather) * n_ag * copy_g
-        zr = z3_reduce_layer + z3 * per_mb * gathers * copy_r
-        zb = zrg + zr
     if any_z3 and fw.zero3_rank_loop:
-        # DeepSpeed 2021's Python loop over the group's ranks before each gather, with the GPU
-        # idle after a synchronize: one eager op per rank (Framework docstring).
-        host_g = dense_shard * EAGER_OP_HOST_S
-        if moe_frac:
-            host_g = host_g + expert_shard * EAGER_OP_HOST_S
-        zg = zg + z3 * n_ag * host_g
-        zrg = zrg + z3 * (1.0 + regather) * n_ag * host_g
+        ranks = dense_shard + expert_shard if moe_frac else dense_shard
+        around_g = around_g + ranks * EAGER_OP_HOST_S
+    if any_z3 and (fw.zero3_list_collectives or fw.zero3_rank_loop):
+        zg = z3_gather_layer + z3 * n_ag * around_g
+        zrg = z3_regather_layer + z3 * (1.0 + regather) * n_ag * around_g
+        zr = z3_reduce_layer + z3 * per_mb * gathers * around_r
         zb = zrg + zr
     ogr = fw.overlap_grad_reduce
 
