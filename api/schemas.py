@@ -275,7 +275,7 @@ class FrameworkOverridesIn(_In):
     zero3_list_collectives: bool | None = Field(
         None,
         description="ZeRO-3 gathers into and reduces from lists of per-rank views, which "
-        "PyTorch copies through a flat buffer (DeepSpeed 2021)",
+        "PyTorch copies through a flat buffer, one copy per rank (DeepSpeed 2021)",
     )
     zero3_rank_loop: bool | None = Field(
         None,

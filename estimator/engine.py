@@ -15,7 +15,12 @@ from estimator.bandwidth import (
 )
 from estimator.calibrated import VALIDATED_ACCURACY, ValidatedAccuracy, runs_fitted_compute
 from estimator.compute import TRITON_FLASH_BACKWARD_SLOWDOWN, TRITON_FLASH_FORWARD_SLOWDOWN
-from estimator.frameworks import EAGER_OP_HOST_S, FRAMEWORK_PRESETS, trainer_kind
+from estimator.frameworks import (
+    EAGER_OP_HOST_S,
+    FRAMEWORK_PRESETS,
+    KERNEL_LAUNCH_S,
+    trainer_kind,
+)
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
 from estimator.specs import RECOMPUTE_CODE, Fidelity, Precision, Recompute, Scenario
 from estimator.traffic import (
@@ -609,8 +614,9 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
                 + "), "
                 + ("prefetched under the previous layer" if fw.fsdp_prefetch else "not prefetched")
                 + (
-                    ", each through PyTorch's flat copy buffer (list collectives: 3 passes "
-                    "of a gathered tensor through HBM, 2 of a reduced one)"
+                    ", each through PyTorch's flat copy buffer (list collectives: a zero fill, "
+                    "then one copy per rank, the longer of 2 passes of the tensor through HBM "
+                    f"and d kernel launches at {KERNEL_LAUNCH_S * 1e6:g} µs)"
                     if fw.zero3_list_collectives
                     else ""
                 )

@@ -91,10 +91,12 @@ Sources, per flag (dates from the Megatron-LM git history):
   views (``partition_parameters.py`` ``_allgather_param`` / ``_reduce_scatter_gradient`` at
   c83e49f, April 2021); PyTorch's ``ProcessGroupNCCL`` runs list collectives through a flat
   buffer (``flatten_for_scatter_gather``) and copies into the outputs after the all-gather
-  and from the inputs before the reduce-scatter: 3 and 2 passes of the tensor through HBM
-  (``ZERO3_LIST_GATHER_COPIES``, ``ZERO3_LIST_REDUCE_COPIES``), on the collective's stream,
-  so waited on with it. Later DeepSpeed and FSDP gather into one flat tensor
-  (``_all_gather_base``).
+  and from the inputs before the reduce-scatter, one ``copy_`` per rank's view, on the
+  collective's stream, so waited on with it: the zero fill (``ZERO3_LIST_ZERO_FILL``), then d
+  copies that take the longer of their bytes (``ZERO3_LIST_VIEW_COPIES`` passes of the tensor
+  through HBM) and d kernel launches (``KERNEL_LAUNCH_S`` each, a floor). At a thousand ranks
+  the launches dominate: a view is a fraction of a megabyte. Later DeepSpeed and FSDP gather
+  into one flat tensor (``_all_gather_base``).
 - ``zero3_rank_loop``: DeepSpeed's ZeRO-3 of 2021 builds each all-gather's output list in a
   Python loop over the group's d ranks (``_allgather_param``: ``flat_tensor.narrow(...)`` and
   ``torch.distributed.get_rank(group=...)`` per rank, v0.3.13 to v0.3.16), right after a
@@ -209,6 +211,7 @@ __all__ = [
     "FRAMEWORK_FLAGS",
     "FRAMEWORK_NAMES",
     "FRAMEWORK_PRESETS",
+    "KERNEL_LAUNCH_S",
     "PRESET_TRAINER_KINDS",
     "TRAINER_KINDS",
     "Framework",
@@ -240,11 +243,15 @@ BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES = 8.0
 # views in PyTorch's operator micro-benchmark (pytorch/pytorch bab87e4b, PR #32194).
 EAGER_OP_HOST_S = 2.26e-6
 # ZeRO-3 with list-based collectives (zero3_list_collectives), as multiples of the bytes of one
-# gathered tensor: the gather's zero-filled destination (write 1) and PyTorch copying the flat
-# NCCL buffer into the per-rank output views (read 1, write 1); the reduce-scatter's copy of the
-# per-rank input views into a flat NCCL buffer (read 1, write 1).
-ZERO3_LIST_GATHER_COPIES = 3.0
-ZERO3_LIST_REDUCE_COPIES = 2.0
+# gathered tensor: the gather's zero-filled destination (write 1); PyTorch copying the flat NCCL
+# buffer into the per-rank output views after a gather, or the per-rank input views into it
+# before a reduce-scatter (read 1, write 1), one ``copy_`` per rank.
+ZERO3_LIST_ZERO_FILL = 1.0
+ZERO3_LIST_VIEW_COPIES = 2.0
+# The least time a kernel launch takes, back to back: the launch overhead of null kernels is
+# "about 3 microseconds with recent hardware and software" (N. Juffa, NVIDIA developer forums,
+# "Too much time for kernel launch latency", Nov. 2022). A floor for each per-rank copy.
+KERNEL_LAUNCH_S = 3.0e-6
 # Unfused gradient accumulation (main_grad.add_(grad)): read 4 + 2, write 4 bytes per parameter.
 UNFUSED_ACCUMULATION_BYTES = 10.0
 # Fused (wgrad GEMM epilogue accumulates into fp32): an fp32 read-modify-write (8 B) instead of a

@@ -51,8 +51,9 @@ from estimator.frameworks import (
     BF16_OPTIMIZER_WHOLE_BYTES,
     EAGER_OP_HOST_S,
     FP16_UNSCALE_BYTES,
-    ZERO3_LIST_GATHER_COPIES,
-    ZERO3_LIST_REDUCE_COPIES,
+    KERNEL_LAUNCH_S,
+    ZERO3_LIST_VIEW_COPIES,
+    ZERO3_LIST_ZERO_FILL,
 )
 from estimator.specs import (
     BYTES_PER_ELEMENT,
@@ -993,9 +994,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     around_g: Num = 0.0  # per gather
     around_r: Num = 0.0  # per reduce-scatter
     if any_z3 and fw.zero3_list_collectives:
-        around_g = sum(roof.stream_s(ZERO3_LIST_GATHER_COPIES * n) for n, _, _ in z3_ag_unit)
+        # One zero-fill, then one copy kernel per rank's view (each at least a kernel launch):
+        # the d copies take the longer of their launches and their bytes.
+        around_g = sum(
+            roof.stream_s(ZERO3_LIST_ZERO_FILL * n)
+            + _ge(n, 1.0) * _max(grp * KERNEL_LAUNCH_S, roof.stream_s(ZERO3_LIST_VIEW_COPIES * n))
+            for n, grp, _ in z3_ag_unit
+        )
         around_r = sum(
-            roof.stream_s(ZERO3_LIST_REDUCE_COPIES * n * beta_g / beta) for n, _, _ in z3_unit
+            _ge(n, 1.0)
+            * _max(grp * KERNEL_LAUNCH_S, roof.stream_s(ZERO3_LIST_VIEW_COPIES * n * beta_g / beta))
+            for n, grp, _ in z3_unit
         )
     if any_z3 and fw.zero3_rank_loop:
         ranks = dense_shard + expert_shard if moe_frac else dense_shard

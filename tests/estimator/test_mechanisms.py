@@ -48,6 +48,7 @@ from estimator.frameworks import (
     DEEPSPEED_COMPUTE_EFFICIENCY,
     EAGER_OP_HOST_S,
     FRAMEWORK_PRESETS,
+    KERNEL_LAUNCH_S,
     Framework,
     framework_preset,
 )
@@ -727,28 +728,38 @@ def test_zero3_gathers_every_layer_per_micro_batch_forward_and_backward(gpt3: Mo
     )
 
 
-def test_zero3_list_collectives_copy_through_a_flat_buffer(gpt3: ModelSpec) -> None:
+@pytest.mark.parametrize("data", [384, 1536])
+def test_zero3_list_collectives_copy_through_a_flat_buffer(gpt3: ModelSpec, data: int) -> None:
     # DeepSpeed ZeRO-3 of 2021 (partition_parameters.py at c83e49f): torch.zeros destination,
     # all_gather into a list of per-rank views, reduce_scatter from one; PyTorch's
-    # ProcessGroupNCCL copies through a flat buffer: 3 passes of each gathered tensor through
-    # HBM, 2 of each reduced one, all waited on (nothing overlaps in deepspeed-2021).
-    layout = LayoutSpec(pipeline=1, tensor=1, data=384, zero_stage=3)
+    # ProcessGroupNCCL copies through a flat buffer with one copy_ per rank's view: the zero
+    # fill, then d copies taking the longer of d kernel launches and 2 passes of the tensor
+    # through HBM, all waited on (nothing overlaps in deepspeed-2021).
+    layout = LayoutSpec(pipeline=1, tensor=1, data=data, zero_stage=3)
     fw = framework_preset("deepspeed-2021")
 
     def run(f: Framework) -> Estimate:
-        tr = TrainingSpec(global_batch_size=1536, micro_batch_size=2, framework=f)
+        tr = TrainingSpec(global_batch_size=1536, micro_batch_size=1536 // data, framework=f)
         return estimate(Scenario(gpt3, tr, layout, a100()))
 
     on, off = run(fw), run(fw.replace(zero3_list_collectives=False))
     hbm = HBM_EFFICIENCY * A100_HBM_GBPS * 1e9 * fw.compute_efficiency
     dp = [c for c in on.collectives if c.kind is TrafficKind.DP]
-    copies = sum(
-        c.calls_per_iteration * (3.0 if c.op is Collective.ALL_GATHER else 2.0) * c.size_bytes
+    launches_s = data * KERNEL_LAUNCH_S
+    copies_s = sum(
+        c.calls_per_iteration
+        * (
+            (c.size_bytes / hbm if c.op is Collective.ALL_GATHER else 0.0)
+            + max(launches_s, 2.0 * c.size_bytes / hbm)
+        )
         for c in dp
     )
     assert {c.op for c in dp} == {Collective.ALL_GATHER, Collective.REDUCE_SCATTER}
-    assert on.breakdown.dp_s - off.breakdown.dp_s == pytest.approx(copies / hbm, rel=1e-9)
+    assert on.breakdown.dp_s - off.breakdown.dp_s == pytest.approx(copies_s, rel=1e-9)
     assert on.link_s["dp"] == off.link_s["dp"]  # HBM copies, not link time
+    if data == 1536:
+        # 1,536 copies of 0.2-0.6 MB each: the launches, not the bytes, set the time.
+        assert all(launches_s > 2.0 * c.size_bytes / hbm for c in dp)
 
 
 def test_fsdp_shard_grad_op_gathers_and_reduces_layer_by_layer(gpt3: ModelSpec) -> None:
