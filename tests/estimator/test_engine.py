@@ -36,7 +36,7 @@ from estimator.frameworks import (
     framework_preset,
     trainer_kind,
 )
-from estimator.presets import gpu_preset
+from estimator.presets import gpu_preset, model_preset
 
 EXACT = 1e-12  # relative: the same arithmetic in a different order
 
@@ -532,17 +532,7 @@ def test_flash_attention_removes_the_attention_hbm_traffic_from_compute(gpt3: Mo
     assert flash.hardware_flops == plain.hardware_flops
 
 
-LLAMA3_405B = ModelSpec(
-    num_layers=126,
-    hidden_size=16384,
-    num_attention_heads=128,
-    num_query_groups=8,
-    seq_length=8192,
-    vocab_size=128256,
-    ffn_hidden_size=53248,
-    swiglu=True,
-    tied_embeddings=False,
-)
+LLAMA3_405B = model_preset("llama3-405b")  # Llama 3 Table 3: 126 layers, h 16384, 8 KV heads
 
 
 def test_uneven_stages_as_llama3_405b_a_middle_stage_sets_the_pace(cluster: ClusterSpec) -> None:

@@ -193,17 +193,7 @@ def test_a_single_micro_batch_on_a_deep_pipeline_is_all_fill_and_drain() -> None
 def test_thinner_first_and_last_interleaved_stages_are_accepted_and_do_not_pace() -> None:
     # Llama 3.1 405B-like: 126 layers on 8 stages of 8 chunks; the embedding and the loss count
     # as a layer, so the first and last stage hold 15 (chunks of 1 and 2 layers).
-    model = ModelSpec(
-        num_layers=126,
-        hidden_size=16384,
-        num_attention_heads=128,
-        num_query_groups=8,
-        seq_length=8192,
-        vocab_size=128256,
-        ffn_hidden_size=53248,
-        swiglu=True,
-        tied_embeddings=False,
-    )
+    model = model_preset("llama3-405b")
     tr = TrainingSpec(global_batch_size=64, recompute=Recompute.NONE)
     uneven = LayoutSpec(
         pipeline=8,
