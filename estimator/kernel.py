@@ -994,18 +994,19 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     around_g: Num = 0.0  # per gather
     around_r: Num = 0.0  # per reduce-scatter
     if any_z3 and fw.zero3_list_collectives:
-        # One zero-fill, then one copy kernel per rank's view (each at least a kernel launch):
-        # the d copies take the longer of their launches and their bytes.
+
+        def view_copies(nbytes: Num, ranks: Num) -> Num:
+            """One copy kernel per rank's view (each at least a kernel launch): the longer of
+            the ranks' launches and the bytes; nothing where a unit holds no bytes."""
+            launches = ranks * KERNEL_LAUNCH_S
+            return _ge(nbytes, 1.0) * _max(launches, roof.stream_s(ZERO3_LIST_VIEW_COPIES * nbytes))
+
+        # A gather also zero-fills its destination first.
         around_g = sum(
-            roof.stream_s(ZERO3_LIST_ZERO_FILL * n)
-            + _ge(n, 1.0) * _max(grp * KERNEL_LAUNCH_S, roof.stream_s(ZERO3_LIST_VIEW_COPIES * n))
+            roof.stream_s(ZERO3_LIST_ZERO_FILL * n) + view_copies(n, grp)
             for n, grp, _ in z3_ag_unit
         )
-        around_r = sum(
-            _ge(n, 1.0)
-            * _max(grp * KERNEL_LAUNCH_S, roof.stream_s(ZERO3_LIST_VIEW_COPIES * n * beta_g / beta))
-            for n, grp, _ in z3_unit
-        )
+        around_r = sum(view_copies(n * beta_g / beta, grp) for n, grp, _ in z3_unit)
     if any_z3 and fw.zero3_rank_loop:
         ranks = dense_shard + expert_shard if moe_frac else dense_shard
         around_g = around_g + ranks * EAGER_OP_HOST_S

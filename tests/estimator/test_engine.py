@@ -429,7 +429,7 @@ def test_an_estimate_says_how_far_runs_of_its_trainer_kind_were_off(
     assert VALIDATED_ACCURACY["deepspeed"].misses_target
     (warning,) = [w for w in run("deepspeed-2021").warnings if "validated on" in w]
     # DeepSpeed's runs err both ways since its presets' compute speed is fitted (signed mean
-    # -5.9 % of a 12.0 % mean |error|): the warning gives the margin, not a direction.
+    # -5.1 % of an 11.2 % mean |error|): the warning gives the margin, not a direction.
     assert "in either direction" in warning and "11.2 %" in warning
     # The band: the measured time for which this prediction's error would be the kind's 10th
     # and 90th percentile (error = (predicted - measured) / measured).
