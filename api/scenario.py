@@ -38,7 +38,7 @@ from estimator.bandwidth import BandwidthAnswer, weak_answer_warning
 from estimator.calibrated import fitted_for_gpu
 from estimator.errors import ValidationError
 from estimator.frameworks import Framework, resolve_framework
-from estimator.presets import gpu_family_preset, gpu_preset, model_preset
+from estimator.presets import GpuPreset, gpu_family_preset, gpu_preset, model_preset
 from estimator.specs import Precision
 
 #: ModelSpec fields without a default: an explicit model (no preset) must give them all.
@@ -97,6 +97,11 @@ class ResolvedCluster:
     @property
     def peak_tflops(self) -> float:
         return self.spec.peak_flops / 1e12
+
+    @property
+    def cuda_core_peak_tflops(self) -> float | None:
+        peak = self.spec.cuda_core_peak_flops
+        return None if peak is None else peak / 1e12
 
 
 def _fixed_bandwidth(cluster: ClusterIn) -> FixedBandwidth:
@@ -230,7 +235,15 @@ def _roofline(
             f"FlashAttention-2 at {family.flash2_efficiency:g} x the GEMM efficiency: {where}'s "
             f"GPU family ({family.name})"
         )
+    out["cuda_core_peak_flops"] = _cuda_core_peak_flops(cluster, family)
     return out
+
+
+def _cuda_core_peak_flops(cluster: ClusterIn, gpu: GpuPreset | None) -> float | None:
+    """The CUDA cores' FP32 rate: as given, else the GPU's datasheet FP32 figure, else None."""
+    if cluster.cuda_core_peak_tflops is not None:
+        return cluster.cuda_core_peak_tflops * 1e12
+    return None if gpu is None else gpu.cuda_core_peak_flops
 
 
 def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedCluster:
@@ -278,6 +291,9 @@ def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedClust
         roofline["flash2_efficiency"] = cluster.flash2_efficiency
     elif cluster.gpu is not None:
         roofline["flash2_efficiency"] = gpu_preset(cluster.gpu).flash2_efficiency
+    roofline["cuda_core_peak_flops"] = _cuda_core_peak_flops(
+        cluster, None if cluster.gpu is None else gpu_preset(cluster.gpu)
+    )
     spec = ClusterSpec(
         gpus_per_node=cluster.gpus_per_node,
         peak_flops=peak_tflops * 1e12,

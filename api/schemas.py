@@ -491,6 +491,15 @@ class ClusterIn(_In):
         description="FlashAttention-2's efficiency relative to the GEMMs on this GPU "
         "(default: the GPU family's, 0.5 on Hopper; 1 otherwise)",
     )
+    cuda_core_peak_tflops: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_FLOAT,
+        description="FP32 TFLOP/s of the GPU without tensor cores (detailed fidelity): the rate "
+        "of attention's batched GEMMs (no FlashAttention) when head_dim x element bytes is not "
+        "a multiple of 16; default: the GPU preset's or profile GPU family's FP32 datasheet "
+        "figure, else unknown (that slowdown not priced)",
+    )
 
 
 class _ScenarioIn(_In):
@@ -1016,6 +1025,7 @@ class ClusterOut(_Out):
     )
     fp8_utilization: float | None = Field(validation_alias=AliasPath("spec", "fp8_utilization"))
     flash2_efficiency: float = Field(validation_alias=AliasPath("spec", "flash2_efficiency"))
+    cuda_core_peak_tflops: float | None
     bandwidth: str
 
 

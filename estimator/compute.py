@@ -11,7 +11,9 @@ A roofline per operation replaces the paper's single utilization u:
   per-GPU weight's size x (``size_factor``).
 - Attention core: Q·Kᵀ and attention·V as batched GEMMs with the s² score matrix (no
   FlashAttention), or one fused kernel (FlashAttention, Dao et al. 2022): causal masking skips
-  half the blocks and the backward pass recomputes the scores, 2.5x the forward FLOPs.
+  half the blocks and the backward pass recomputes the scores, 2.5x the forward FLOPs. Batched
+  GEMMs whose head rows are not 16-byte aligned (head dim x element bytes) cannot use
+  tensor-core kernels and run at u x the CUDA cores' FP32 rate (``tensor_core_aligned``).
 - Element-wise work (layer norms, dropout, activations, softmax): ``γ`` times the activation
   bytes of Korthikanti et al. 2022 Table 2 through HBM.
 - FP8 (Transformer Engine): linear-layer GEMMs at the FP8 peak with their own efficiency u8 and
@@ -82,6 +84,14 @@ EAGER_NORM_PASSES = 14.0
 EAGER_ROPE_PASSES = 4.0
 
 
+# Tensor-core GEMM kernels load operands in 128-bit (16-byte) vectors: "most kernels targeting
+# Tensor Cores require 128b aligned memory accesses ... a documented requirement in cublas"
+# (NVIDIA/cutlass issue #75, NVIDIA's reply, Dec. 2019; cuBLAS documentation, "Tensor Core
+# Usage"). Without FlashAttention, each head's Q, K, V and context rows start head-dim x element
+# bytes apart in the batched GEMMs (Megatron's [s, b·heads, head_dim] layout, batch stride
+# head_dim), so a head dim whose rows are not a multiple of 16 bytes leaves the CUDA cores: at
+# their FP32 rate, as PyTorch runs 16-bit GEMMs with fp32 accumulation (CUBLAS_COMPUTE_32F).
+TENSOR_CORE_ALIGNMENT_BYTES = 16.0
 # The FFN-width part of Korthikanti et al. 2022 Table 2's per-layer activation bytes: the GeLU
 # input (8sbh/t) and the second linear's input (8sbh/t).
 MOE_FFN_WIDTH_SBH = 16.0
@@ -104,6 +114,8 @@ class Roofline:
     attention_backward_efficiency: float = 1.0
     fused_elementwise: bool = True  # False: eager PyTorch (EAGER_* extra passes)
     gemm_half_size_elements: float = 0.0  # x0 of size_factor; 0: size-independent u
+    # FP32 rate of the CUDA cores (no tensor cores); 0: unknown (misalignment not priced)
+    cuda_core_peak_flops: float = 0.0
 
     @property
     def high_precision_peak(self) -> float:
@@ -144,6 +156,12 @@ def attention_efficiencies(kernel: str, flash2_efficiency: float) -> tuple[float
             flash2_efficiency / TRITON_FLASH_BACKWARD_SLOWDOWN,
         )
     return 1.0, 1.0
+
+
+def tensor_core_aligned(head_dim: float, element_bytes: float) -> bool:
+    """Whether attention's batched GEMMs (no FlashAttention) can use tensor-core kernels: each
+    head's rows must start on a 16-byte boundary (``TENSOR_CORE_ALIGNMENT_BYTES``)."""
+    return (head_dim * element_bytes) % TENSOR_CORE_ALIGNMENT_BYTES == 0
 
 
 def _where_sp(sp: Num, t: Num) -> Num:
@@ -397,12 +415,16 @@ def layer_times(
             u_attention_bwd * FLASH_BACKWARD_EFFICIENCY * hi_peak
         ) + roof.traffic_s(2.0 * io, roof.gemm_traffic_factor)
     else:
-        # Q·Kᵀ: (s_q x dh)·(dh x s); attention·V: (s_q x s)·(s x dh); batched over heads.
+        # Q·Kᵀ: (s_q x dh)·(dh x s); attention·V: (s_q x s)·(s x dh); batched over heads; on
+        # the CUDA cores when the heads' rows are misaligned for tensor cores.
+        bmm_peak = hi_peak
+        if roof.cuda_core_peak_flops and not tensor_core_aligned(dh, beta):
+            bmm_peak = roof.cuda_core_peak_flops
         qk = gemm_s(
-            roof, s_q, s, dh, operand_bytes=beta, peak=hi_peak, utilization=u, count=n_heads
+            roof, s_q, s, dh, operand_bytes=beta, peak=bmm_peak, utilization=u, count=n_heads
         )
         av = gemm_s(
-            roof, s_q, dh, s, operand_bytes=beta, peak=hi_peak, utilization=u, count=n_heads
+            roof, s_q, dh, s, operand_bytes=beta, peak=bmm_peak, utilization=u, count=n_heads
         )
         attention_fwd = qk + av
         attention_bwd = 2.0 * attention_fwd

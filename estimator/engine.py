@@ -14,7 +14,11 @@ from estimator.bandwidth import (
     bus_factor,
 )
 from estimator.calibrated import VALIDATED_ACCURACY, ValidatedAccuracy, runs_fitted_compute
-from estimator.compute import TRITON_FLASH_BACKWARD_SLOWDOWN, TRITON_FLASH_FORWARD_SLOWDOWN
+from estimator.compute import (
+    TRITON_FLASH_BACKWARD_SLOWDOWN,
+    TRITON_FLASH_FORWARD_SLOWDOWN,
+    tensor_core_aligned,
+)
 from estimator.frameworks import (
     EAGER_OP_HOST_S,
     FRAMEWORK_PRESETS,
@@ -232,6 +236,7 @@ def run_kernel(scenario: Scenario) -> KernelResult:
         fp8_utilization=c.fp8_utilization,
         flash2_efficiency=c.flash2_efficiency,
         gemm_half_size_elements=c.gemm_half_size_elements,
+        cuda_core_peak_flops=c.cuda_core_peak_flops,
     )
 
 
@@ -436,6 +441,30 @@ def assumptions(
     return out
 
 
+def _misaligned_attention_line(scenario: Scenario) -> str | None:
+    """How attention's batched GEMMs (no FlashAttention) are priced when their head rows are
+    not 16-byte aligned for tensor cores; None when they are."""
+    model, c = scenario.model, scenario.cluster
+    head_dim = model.hidden_size / model.num_attention_heads
+    element_bytes = float(scenario.training.activation_bytes)
+    row_bytes = head_dim * element_bytes
+    if tensor_core_aligned(head_dim, element_bytes):
+        return None
+    if c.cuda_core_peak_flops is None:
+        return (
+            f"attention head rows of {row_bytes:g} B (head dim {head_dim:g}) are not 16-byte "
+            "aligned, so its batched GEMMs cannot use tensor cores; not priced: the cluster "
+            "names no CUDA-core FP32 rate (give cluster.cuda_core_peak_tflops or a GPU preset)"
+        )
+    return (
+        f"attention head rows of {row_bytes:g} B (head dim {head_dim:g}) are not 16-byte "
+        "aligned: the score and context batched GEMMs run on the CUDA cores at u x "
+        f"{c.cuda_core_peak_flops / 1e12:g} TFLOP/s FP32 (tensor-core kernels need 128-bit "
+        "aligned loads: NVIDIA/cutlass#75, cuBLAS 'Tensor Core Usage'; PyTorch accumulates "
+        "16-bit GEMMs in fp32)"
+    )
+
+
 def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | None) -> list[str]:
     """The detailed fidelity's modelling choices (estimator.kernel, estimator.compute)."""
     lay, tr, model, c = scenario.layout, scenario.training, scenario.model, scenario.cluster
@@ -525,6 +554,9 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
             "cast to FP8 on the sequence shard and all-gathered as 1-byte elements (their "
             "transposed copy made after the gather); the reduce-scatters stay 16-bit"
         )
+    misaligned = None if tr.flash_attention else _misaligned_attention_line(scenario)
+    if misaligned:
+        out.append(misaligned)
     if tr.flash_attention and fw.attention_kernel == "flash2":
         out.append(
             f"attention kernel FlashAttention-2: {c.flash2_efficiency:g} x the GEMM efficiency "

@@ -248,6 +248,7 @@ def evaluate(
     fp8_utilization: float | None = None,
     flash2_efficiency: float = 1.0,
     gemm_half_size_elements: float = 0.0,
+    cuda_core_peak_flops: float | None = None,
 ) -> KernelResult:
     """All terms of the iteration time for the layouts in ``lay`` (scalars or arrays).
 
@@ -276,6 +277,7 @@ def evaluate(
             attention_efficiency=attention_fwd_eff,
             attention_backward_efficiency=attention_bwd_eff,
             fused_elementwise=training.software.fused_elementwise,
+            cuda_core_peak_flops=(cuda_core_peak_flops or 0.0) * speed,
         )
         result = _detailed(ctx, roof, bandwidth)
     forward, logits, core, last_gemm = _iteration_flops(model, ctx.gb * ctx.s)

@@ -54,6 +54,11 @@ class GpuPreset:
     # (Shah et al. 2024, FlashAttention-3, §1 and §4.1): 0.5.
     flash2_efficiency: float = 1.0
 
+    @property
+    def cuda_core_peak_flops(self) -> float | None:
+        """The FP32 rate without tensor cores (the datasheet's FP32 figure), None if unlisted."""
+        return self.peak_flops.get(Precision.FP32)
+
 
 @dataclass(frozen=True, slots=True)
 class ModelPreset:

@@ -357,9 +357,15 @@ class ClusterSpec:
     # a linear layer whose per-GPU weight is n x k runs at u·x/(x + x0), x the harmonic mean of
     # n and k; 0 (the default) is a size-independent u.
     gemm_half_size_elements: float = 0.0
+    # The GPU's FP32 rate without tensor cores (CUDA cores), FLOP/s: the rate of the attention
+    # score and context GEMMs when their head rows are not 16-byte aligned (detailed fidelity,
+    # estimator.compute.tensor_core_aligned). None: unknown, that slowdown is not priced.
+    cuda_core_peak_flops: float | None = None
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
+        if self.cuda_core_peak_flops is not None:
+            _positive_float("cluster.cuda_core_peak_flops", self.cuda_core_peak_flops)
         if not (math.isfinite(self.gemm_half_size_elements) and self.gemm_half_size_elements >= 0):
             raise ValidationError(
                 "cluster.gemm_half_size_elements",
@@ -541,7 +547,9 @@ def validate_layout(
 # GEMM shapes the engine prices by size alone. Tensor cores want 16-bit dimensions in multiples
 # of 8 elements (16 bytes), and widths that fill whole tiles (NVIDIA, "Matrix Multiplication
 # Background User's Guide", §2.2 Tensor Core requirements and §3.1 tile quantization). How much
-# a misaligned shape costs depends on cuBLAS's kernel choice, so it is named, not priced.
+# a misaligned shape costs depends on cuBLAS's kernel choice, so it is named, not priced; the one
+# exception is attention's batched GEMMs without FlashAttention, priced on the CUDA cores
+# (estimator.compute.tensor_core_aligned).
 # BigScience measured the same 40-node layout (t 8, p 10, d 4, MBS 1) at 94.4 TFLOP/s per GPU
 # with h = 14,400 (1,800 columns per GPU; a head dimension of 150 or 225, neither a multiple of
 # 8) and at 120.1 with h = 13,824 (1,728 columns per GPU, head dimension aligned)
@@ -560,9 +568,10 @@ def shape_alignment_warnings(model: ModelSpec, tensor: int) -> list[str]:
     if head_dim % HEAD_DIM_MULTIPLE:
         out.append(
             f"head dimension hidden_size/num_attention_heads = {h}/{a} = {head_dim} is not a "
-            f"multiple of {HEAD_DIM_MULTIPLE}: attention kernels pad it (FlashAttention) or "
-            "leave the tensor cores' fast path (batched GEMMs), which the estimate does not "
-            "price (it may be optimistic)"
+            f"multiple of {HEAD_DIM_MULTIPLE}: FlashAttention pads it, which the estimate does "
+            "not price (it may be optimistic); without FlashAttention the batched attention "
+            "GEMMs leave the tensor cores, priced at the CUDA cores' FP32 rate where the "
+            "cluster names one (see assumptions)"
         )
     widths = {"hidden_size": h, "ffn_hidden_size": model.ffn}
     if model.is_moe:

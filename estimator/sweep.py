@@ -139,6 +139,7 @@ def evaluate_layouts(
             fp8_utilization=cluster.fp8_utilization,
             flash2_efficiency=cluster.flash2_efficiency,
             gemm_half_size_elements=cluster.gemm_half_size_elements,
+            cuda_core_peak_flops=cluster.cuda_core_peak_flops,
         )
         for name in TERMS:
             terms[name][start:stop] = k.terms[name]

@@ -66,9 +66,10 @@ def test_a_deepspeed_answer_warns_how_far_such_runs_were_off(
         json={**ESTIMATE, "cluster": fitted, "training": _training(framework="deepspeed")},
     ).json()
     warned = [w for w in deepspeed["warnings"] if "commest is validated on" in w]
-    # DeepSpeed runs miss the 8 % target in both directions (the signed mean is under half the
-    # mean |error| since the presets' compute speed is fitted): a margin, not a direction.
-    assert len(warned) == 1 and "in either direction" in warned[0]
+    # DeepSpeed runs miss the 8 % target mostly one way (the signed mean is over half the mean
+    # |error|: its ZeRO-3 runs at scale took longer than predicted): the warning says which.
+    assert len(warned) == 1 and "too fast on average" in warned[0]
+    assert "optimistic" in warned[0]
     assert any(a.startswith("validated: ") for a in deepspeed["assumptions"])
     acc = VALIDATED_ACCURACY["deepspeed"]
     assert deepspeed["validated"] == {
@@ -296,3 +297,48 @@ def test_torchtitan_context_parallel_answers_every_view(client: TestClient, path
         estimate = client.post("/v1/estimates", json=body).json()
         sent = sum(r["bytes"] for r in matrix["rows"] if r["kind"] == "cp" and r["src"] == 0)
         assert sent == pytest.approx(estimate["traffic_bytes_per_gpu"]["cp"], rel=1e-9)
+
+
+def test_misaligned_attention_heads_use_the_gpus_cuda_core_rate(client: TestClient) -> None:
+    # BigScience's 200B candidate: h 14400, 96 heads (head dim 150: 300-byte rows). Without
+    # FlashAttention its batched GEMMs run on the CUDA cores: the A100's FP32 datasheet rate
+    # from the profile's GPU family, or as given.
+    bloom = request(
+        ESTIMATE,
+        model={
+            "num_layers": 80,
+            "hidden_size": 14400,
+            "num_attention_heads": 96,
+            "seq_length": 2048,
+            "vocab_size": 250880,
+        },
+        layout={"pipeline": 10, "tensor": 8, "data": 1},
+        training=_training(global_batch_size=64, flash_attention=False),
+    )
+    response = client.post("/v1/estimates", json=bloom)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["cluster"]["cuda_core_peak_tflops"] == 19.5
+    assert any("head dim 150" in a and "19.5 TFLOP/s" in a for a in body["assumptions"])
+    given = request(bloom, cluster={"cuda_core_peak_tflops": 39.0})
+    faster = client.post("/v1/estimates", json=given).json()
+    assert faster["cluster"]["cuda_core_peak_tflops"] == 39.0
+    assert faster["breakdown_s"]["compute"] < body["breakdown_s"]["compute"]
+    for bad in (0, -1.0, "fast"):
+        assert_problem(
+            client.post(
+                "/v1/estimates", json=request(bloom, cluster={"cuda_core_peak_tflops": bad})
+            ),
+            422,
+        )
+    # Explicit figures without a GPU: the rate is unknown, the slowdown named and not priced.
+    explicit = request(bloom)
+    explicit["cluster"] = {
+        "gpus_per_node": 8,
+        "peak_tflops": 312,
+        "utilization": 0.5,
+        "bandwidth_gbps": {"tp": 230, "pp": 23, "dp": 23},
+    }
+    unknown = client.post("/v1/estimates", json=explicit).json()
+    assert unknown["cluster"]["cuda_core_peak_tflops"] is None
+    assert any("not priced" in a for a in unknown["assumptions"])

@@ -40,6 +40,7 @@ from estimator.compute import (
     Roofline,
     attention_efficiencies,
     layer_times,
+    tensor_core_aligned,
 )
 from estimator.engine import CollectiveUse, estimate_traffic, traffic_loads
 from estimator.errors import LayoutError, ValidationError
@@ -1380,3 +1381,100 @@ def test_zero3_rank_loop_waits_out_one_eager_op_per_rank_before_each_gather(
     # Later DeepSpeed, FSDP: no such loop.
     assert not framework_preset("deepspeed").zero3_rank_loop
     assert not framework_preset("fsdp").zero3_rank_loop
+
+
+# BigScience's 200B candidate (chronicles-prequel.md, "Best TFLOPs", 02-17): h 14400, 96 heads,
+# head dim 150: 300-byte rows in 16-bit, not a multiple of 16 bytes.
+BLOOM_200B = ModelSpec(
+    num_layers=80, hidden_size=14400, num_attention_heads=96, seq_length=2048, vocab_size=250880
+)
+
+
+def test_misaligned_attention_heads_run_their_batched_gemms_on_cuda_cores() -> None:
+    # Tensor-core kernels need 16-byte aligned rows (NVIDIA/cutlass#75; cuBLAS "Tensor Core
+    # Usage"): without FlashAttention, Q·Kᵀ and attention·V of head dim 150 run at u x the FP32
+    # CUDA-core rate (A100 datasheet: 19.5 TFLOP/s, against 312 for 16-bit tensor cores).
+    roof = dataclasses.replace(_roofline(fp8=False), peak_flops=312e12, gemm_traffic_factor=0.0)
+    cuda = dataclasses.replace(roof, cuda_core_peak_flops=19.5e12)
+    on_tensor_cores = _layer(BLOOM_200B, roof, flash=False, t=8.0)
+    on_cuda_cores = _layer(BLOOM_200B, cuda, flash=False, t=8.0)
+    assert on_cuda_cores.attention_fwd == pytest.approx(
+        on_tensor_cores.attention_fwd * 312.0 / 19.5, rel=1e-12
+    )
+    assert on_cuda_cores.attention_bwd == pytest.approx(2.0 * on_cuda_cores.attention_fwd)
+    assert on_cuda_cores.linear_fwd == on_tensor_cores.linear_fwd
+    # 14336 / 112 = 128 (256-byte rows), and FlashAttention's kernel: no change.
+    aligned = dataclasses.replace(BLOOM_200B, hidden_size=14336, num_attention_heads=112)
+    assert (
+        _layer(aligned, cuda, flash=False, t=8.0).attention_fwd
+        == _layer(aligned, roof, flash=False, t=8.0).attention_fwd
+    )
+    assert (
+        _layer(BLOOM_200B, cuda, flash=True).attention_fwd
+        == _layer(BLOOM_200B, roof, flash=True).attention_fwd
+    )
+    # fp32 activations (4 B): head dim 150 is 600 bytes, still misaligned; 152 would not be.
+    assert not tensor_core_aligned(150.0, 4.0) and tensor_core_aligned(152.0, 2.0)
+    assert tensor_core_aligned(108.0, 4.0) and not tensor_core_aligned(108.0, 2.0)
+
+
+# Its 02-17 runs: micro-batch 1, full recompute, fp16, no FlashAttention, Megatron-DeepSpeed.
+BLOOM_200B_TRAINING = TrainingSpec(
+    global_batch_size=2048,
+    micro_batch_size=1,
+    recompute=Recompute.FULL,
+    precision=Precision.FP16,
+    flash_attention=False,
+    framework="deepspeed",
+)
+
+
+def _bloom_200b(cluster: ClusterSpec) -> Estimate:
+    layout = LayoutSpec(pipeline=10, tensor=8, data=1)
+    return estimate(Scenario(BLOOM_200B, BLOOM_200B_TRAINING, layout, cluster))
+
+
+def test_misaligned_heads_are_named_in_the_assumptions_and_priced_only_with_a_cuda_core_rate() -> (
+    None
+):
+    priced = _bloom_200b(a100(cuda_core_peak_flops=19.5e12))
+    unknown = _bloom_200b(a100())
+    assert priced.breakdown.compute_s > 1.1 * unknown.breakdown.compute_s
+    (line,) = [a for a in priced.assumptions if "not 16-byte aligned" in a]
+    assert "head dim 150" in line and "19.5 TFLOP/s" in line and "CUDA cores" in line
+    (line,) = [a for a in unknown.assumptions if "not 16-byte aligned" in a]
+    assert "not priced" in line and "cuda_core_peak_tflops" in line
+    # An aligned model says nothing about it.
+    gpt3 = model_preset("gpt3-175b")
+    training = TrainingSpec(global_batch_size=512, flash_attention=False)
+    aligned = estimate(
+        Scenario(gpt3, training, LayoutSpec(pipeline=8, tensor=8, data=1), priced.scenario.cluster)
+    )
+    assert not [a for a in aligned.assumptions if "16-byte" in a]
+    with pytest.raises(ValidationError):
+        a100(cuda_core_peak_flops=0.0)
+    with pytest.raises(ValidationError):
+        a100(cuda_core_peak_flops=math.inf)
+
+
+def test_sweep_equals_single_estimates_with_misaligned_attention_heads() -> None:
+    cluster = a100(cuda_core_peak_flops=19.5e12)
+    training = BLOOM_200B_TRAINING
+    layouts = [(10, 8, 1), (10, 8, 2), (5, 8, 4), (20, 4, 1), (40, 2, 1)]
+    sweep = evaluate_layouts(
+        BLOOM_200B,
+        training,
+        cluster,
+        LayoutArrays.from_columns(
+            p=[p for p, _, _ in layouts],
+            t=[t for _, t, _ in layouts],
+            d=[d for _, _, d in layouts],
+            b=[1.0] * len(layouts),
+            recompute=[RECOMPUTE_CODE[Recompute.FULL]] * len(layouts),
+        ),
+    )
+    for i, (p, t, d) in enumerate(layouts):
+        single = estimate(
+            Scenario(BLOOM_200B, training, LayoutSpec(pipeline=p, tensor=t, data=d), cluster)
+        )
+        assert single.iteration_time_s == sweep.iteration_s[i], (p, t, d)

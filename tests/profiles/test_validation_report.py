@@ -126,10 +126,13 @@ DGXC_DENSE_MEAN_PCT = 3.5
 # gathered: 4 gathers per layer and pass, not 12); 35.8 % since; 32.2 % since the DeepSpeed
 # presets' compute speed is fitted (bloom_sweep); 26.2 % since DeepSpeed 2021's Python loop over
 # the ranks before each gather is priced (zero3_rank_loop); 14.6 % since PyTorch's per-rank
-# copies of a list collective cost at least a kernel launch each. A guard, not a target.
+# copies of a list collective cost at least a kernel launch each; 15.7 % since misaligned
+# attention heads run on CUDA cores (the refitted DeepSpeed compute speed is faster). A guard,
+# not a target.
 SC21_T2_ZERO3_175B_MAX_PCT = 16.0
-# SC21, all 22 rows: issue 11's per-family target 8 %; 6.44 % today (10.3 % before the DeepSpeed
-# presets' compute speed and the ZeRO-3 rank loop, 7.69 % before the per-rank copy launches).
+# SC21, all 22 rows: issue 11's per-family target 8 %; 6.77 % today (10.3 % before the DeepSpeed
+# presets' compute speed and the ZeRO-3 rank loop, 7.69 % before the per-rank copy launches,
+# 6.44 % before misaligned attention heads were priced on CUDA cores).
 SC21_ALL_MEAN_PCT = 7.0
 # torchtitan H100 benchmarks (Grand Teton H100s, op-level SAC, forward-only async TP, float8
 # TP, the hosts' peak fitted on the FSDP-only runs): mean. 6.40 % -> 6.75 % since full recompute
@@ -149,12 +152,19 @@ DGXC_MOE_MEAN_PCT = 8.5
 # since PyTorch's checkpoint early stop (llm-foundry and torchtitan full recompute); 6.05 %
 # since the DeepSpeed presets' compute speed is fitted on BigScience's prequel sweep; 5.95 %
 # since DeepSpeed 2021's ZeRO-3 rank loop is priced; 5.79 % since each per-rank copy of its list
-# collectives costs at least a kernel launch.
-ALL_ROWS_MEAN_PCT = 5.9
+# collectives costs at least a kernel launch; 5.33 % since attention's batched GEMMs run on CUDA
+# cores when the heads' rows are not 16-byte aligned (BigScience's head dim 150).
+ALL_ROWS_MEAN_PCT = 5.4
 # MT-NLG 530B (Megatron-DeepSpeed on Selene, 2021): predicted by the compute speed fitted on
 # BigScience's 2022 sweep on Jean Zay (another team, cluster and year): issue 11's per-family
-# target 8 %; 4.27 % today (15.6 % before that constant).
-MTNLG_MEAN_PCT = 5.0
+# target 8 %; 6.32 % today (15.6 % before that constant; 4.27 % before misaligned attention heads
+# were priced on CUDA cores: the sweep's four head-dim-150 rows no longer pull the fitted speed
+# down, so these runs, predicted too fast, are predicted faster still).
+MTNLG_MEAN_PCT = 6.5
+# BigScience BLOOM (production rows and the scored prequel sweep): issue 11's per-family target
+# 8 %; 6.59 % today (10.49 % before attention's batched GEMMs ran on CUDA cores for the sweep's
+# head dim 150: 300-byte rows, not 16-byte aligned).
+BLOOM_MEAN_PCT = 7.0
 
 
 def test_korthikanti_table5_out_of_sample(report: ValidationReport) -> None:
@@ -223,6 +233,9 @@ def test_deepspeed_compute_speed_is_fitted_on_the_bloom_sweep_and_predicts_the_o
     mtnlg = report.by_source["smith2022_mtnlg"]
     assert mtnlg.rows == 3
     assert mtnlg.mean_abs_error_pct <= MTNLG_MEAN_PCT
+    bloom = report.by_source["bigscience_bloom"]
+    assert bloom.rows == 23
+    assert bloom.mean_abs_error_pct <= BLOOM_MEAN_PCT
 
 
 def test_torchtitan_host_peak_is_fitted_within_its_datasheets_on_fsdp_only_runs(
@@ -385,3 +398,50 @@ def test_estimates_carry_todays_accuracy_per_trainer_kind(report: ValidationRepo
         inside = sum(acc.error_p10_pct - 0.05 <= e <= acc.error_p90_pct + 0.05 for e in errors)
         assert inside / len(errors) == pytest.approx(0.8, abs=0.05)
     assert sum(a.runs for a in VALIDATED_ACCURACY.values()) == report.summary.rows
+
+
+# BigScience's paired runs of one model and layout that differ only in the head count
+# (chronicles-prequel.md @ 053adafe, "NHEADs comparison" 02-23 and "Another round of NHEADS"
+# 02-26; NHIDDEN 13824, NLAYERS 78): 96 heads (head dim 144, 288-byte rows) against 128 heads
+# (head dim 108, 216-byte rows, not 16-byte aligned). Excluded from scoring (recompute and
+# precision unstated), so never fitted on; the ratio of a pair cancels most of what is unstated.
+# Each pair: (96-head row, 128-head row).
+HEAD_COUNT_PAIRS = (
+    ("bloomprequel_0223_78x13824_a96_d8t8p6_m4", "bloomprequel_0223_78x13824_a128_d8t8p6_m4"),
+    ("bloomprequel_0226_78x13824_a96_d8t4p12_m2", "bloomprequel_0226_78x13824_a128_d8t4p12_m2"),
+    ("bloomprequel_0226_78x13824_a96_d8t4p12_m4", "bloomprequel_0226_78x13824_a128_d8t4p12_m4"),
+    ("bloomprequel_0226_78x13824_a96_d8t8p6_m4", "bloomprequel_0226_78x13824_a128_d8t8p6_m4"),
+)
+# Measured slowdowns 1.30-1.40x; the engine, pricing the misaligned batched GEMMs at u x the
+# A100's FP32 CUDA-core rate, predicts 1.26-1.30x: within 8 % of each measured ratio.
+HEAD_PAIR_RATIO_TOLERANCE = 0.08
+
+
+def _unexcluded(ids: set[str]) -> list[PublishedRun]:
+    """The rows ``ids`` as scored rows: full recompute (as the scored rows of the same document
+    infer it) and fp16 (the 02-28 remark that the BF16 optimizer 'is compared to fp16')."""
+    import csv
+    import io
+    from importlib import resources
+
+    text = resources.files("profiles.validation").joinpath("published_runs.csv").read_text()
+    rows = [r for r in csv.DictReader(text.splitlines()) if r["id"] in ids]
+    for row in rows:
+        row.update(exclude_reason="", recompute="full", precision="fp16")
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    runs, excluded = load_runs(out.getvalue())
+    assert not excluded
+    return runs
+
+
+def test_misaligned_heads_explain_bigscience_head_count_pairs(report: ValidationReport) -> None:
+    runs = {r.id: r for r in _unexcluded({i for pair in HEAD_COUNT_PAIRS for i in pair})}
+    for aligned_id, misaligned_id in HEAD_COUNT_PAIRS:
+        aligned, misaligned = runs[aligned_id], runs[misaligned_id]
+        measured = misaligned.measured_s / aligned.measured_s
+        predicted = predict(misaligned, report.fit) / predict(aligned, report.fit)
+        assert measured > 1.25
+        assert predicted == pytest.approx(measured, rel=HEAD_PAIR_RATIO_TOLERANCE), aligned_id
