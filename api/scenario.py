@@ -36,10 +36,11 @@ from estimator import (
 )
 from estimator.bandwidth import BandwidthAnswer, weak_answer_warning
 from estimator.calibrated import fitted_for_gpu
+from estimator.engine import attention_on_cuda_cores
 from estimator.errors import ValidationError
 from estimator.frameworks import Framework, resolve_framework
 from estimator.presets import GpuPreset, gpu_family_preset, gpu_preset, model_preset
-from estimator.specs import Precision
+from estimator.specs import Fidelity, Precision
 
 #: ModelSpec fields without a default: an explicit model (no preset) must give them all.
 _REQUIRED_MODEL_FIELDS = tuple(
@@ -389,10 +390,29 @@ def run(*, request: EstimateRequest, profiles: Profiles) -> Answer:
     return Answer(result, prepared.cluster, bandwidth_answers(result))
 
 
-def figures(cluster: ClusterSpec) -> dict[str, float]:
+def figures(
+    cluster: ClusterSpec,
+    model: ModelSpec | None = None,
+    training: TrainingSpec | None = None,
+    fidelity: Fidelity = Fidelity.DETAILED,
+) -> dict[str, float]:
     """The cluster figures a scenario's times scale with: what a 422 for an answer that is
-    not a finite number names (``api.schemas.finite_answer``)."""
-    return {
+    not a finite number names (``api.schemas.finite_answer``). The CUDA cores' rate is one of
+    them where the model's attention runs on them (given the model and training)."""
+    out = {
         "cluster.peak_tflops": cluster.peak_flops / 1e12,
         "cluster.utilization": cluster.utilization,
     }
+    if (
+        model is not None
+        and training is not None
+        and cluster.cuda_core_peak_flops is not None
+        and attention_on_cuda_cores(model, training, cluster, fidelity)
+    ):
+        out["cluster.cuda_core_peak_tflops"] = cluster.cuda_core_peak_flops / 1e12
+    return out
+
+
+def scenario_figures(sc: Scenario) -> dict[str, float]:
+    """``figures`` of a scenario's cluster, model and training."""
+    return figures(sc.cluster, sc.model, sc.training, sc.fidelity)

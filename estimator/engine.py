@@ -26,7 +26,16 @@ from estimator.frameworks import (
     trainer_kind,
 )
 from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
-from estimator.specs import RECOMPUTE_CODE, Fidelity, Precision, Recompute, Scenario
+from estimator.specs import (
+    RECOMPUTE_CODE,
+    ClusterSpec,
+    Fidelity,
+    ModelSpec,
+    Precision,
+    Recompute,
+    Scenario,
+    TrainingSpec,
+)
 from estimator.traffic import (
     Algorithm,
     CollectiveLoad,
@@ -439,6 +448,22 @@ def assumptions(
             "((p−1)·T with equal stages; the whole chain W with one micro-batch)"
         )
     return out
+
+
+def attention_on_cuda_cores(
+    model: ModelSpec, training: TrainingSpec, cluster: ClusterSpec, fidelity: Fidelity
+) -> bool:
+    """Whether the detailed model runs attention's batched GEMMs on the CUDA cores (no
+    FlashAttention, head rows not 16-byte aligned, and the cluster names the CUDA cores' rate):
+    then ``cluster.cuda_core_peak_flops`` is one of the figures the answer scales with."""
+    return (
+        fidelity is Fidelity.DETAILED
+        and not training.flash_attention
+        and cluster.cuda_core_peak_flops is not None
+        and not tensor_core_aligned(
+            model.hidden_size / model.num_attention_heads, float(training.activation_bytes)
+        )
+    )
 
 
 def _misaligned_attention_line(scenario: Scenario) -> str | None:

@@ -135,7 +135,7 @@ def create_check(
     answer = scenario.run(request=request, profiles=profiles)
     predicted = answer.estimate.iteration_time_s
     margin = limit - predicted
-    with finite_answer(scenario.figures(answer.cluster.spec)):
+    with finite_answer(scenario.scenario_figures(answer.estimate.scenario)):
         estimate = estimate_response(answer=answer)
         memory = _memory(request, estimate)
         on_time = predicted <= limit

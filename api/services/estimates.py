@@ -9,7 +9,7 @@ from api.snapshots import Profiles
 
 def estimate_response(*, answer: scenario.Answer) -> EstimateResponse:
     """The response of an estimate (ValidationError when a figure of it is not finite)."""
-    with finite_answer(scenario.figures(answer.cluster.spec)):
+    with finite_answer(scenario.scenario_figures(answer.estimate.scenario)):
         return EstimateResponse.model_validate(answer)
 
 

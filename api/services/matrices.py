@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from api.scenario import figures, prepare
+from api.scenario import prepare, scenario_figures
 from api.schemas import (
     LayoutIn,
     TrafficMatrixRequest,
@@ -132,7 +132,7 @@ def create_traffic_matrix(
 
 def traffic_response(*, answer: TrafficAnswer) -> TrafficMatrixResponse:
     """Sparse rows and totals of a traffic matrix (``format: json``)."""
-    with finite_answer(figures(answer.result.scenario.cluster)):
+    with finite_answer(scenario_figures(answer.result.scenario)):
         return TrafficMatrixResponse.model_validate(answer)
 
 

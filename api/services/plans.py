@@ -192,7 +192,7 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
     gpus_per_node = cluster.spec.gpus_per_node
     gb = trainings[0].global_batch_size
     entries: list[PlanEntryOut] = []
-    with finite_answer(figures(cluster.spec)):
+    with finite_answer(figures(cluster.spec, model, trainings[0], request.fidelity)):
         for i in range(len(top)):
             b, d, t = int(cols["b"][i]), int(cols["d"][i]), int(cols["t"][i])
             entries.append(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from api.durations import duration_text
-from api.scenario import Answer, bandwidth_answers, figures, prepare
+from api.scenario import Answer, bandwidth_answers, prepare, scenario_figures
 from api.schemas import TimelineEventOut, TimelineRequest, TimelineResponse, finite_answer
 from api.snapshots import Profiles
 from estimator import estimate
@@ -42,7 +42,7 @@ def create_timeline(*, request: TimelineRequest, profiles: Profiles) -> Timeline
         + f", m={tl.microbatches}, iteration {duration_text(tl.iteration_time_s)}, "
         f"bubble {tl.bubble_ratio:.1%} ({sc.fidelity.value} fidelity)"
     )
-    figs = figures(sc.cluster)
+    figs = scenario_figures(sc)
     if not all(math.isfinite(x) for x in (tl.iteration_time_s, tl.makespan_s, tl.period_s)):
         raise ValidationError(
             ", ".join(figs),

@@ -331,6 +331,11 @@ def test_misaligned_attention_heads_use_the_gpus_cuda_core_rate(client: TestClie
             ),
             422,
         )
+    # A rate so small that the answer is not a finite number: the 422 names it with the peak.
+    absurd = request(bloom, cluster={"cuda_core_peak_tflops": 5e-324})
+    problem = assert_problem(client.post("/v1/estimates", json=absurd), 422)
+    assert "cluster.cuda_core_peak_tflops" in problem["field"]
+    assert "non-finite" in problem["rule"]
     # Explicit figures without a GPU: the rate is unknown, the slowdown named and not priced.
     explicit = request(bloom)
     explicit["cluster"] = {
