@@ -28,6 +28,7 @@ estimate and the sweep stay bit-identical.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from estimator.bandwidth import Num
@@ -116,6 +117,9 @@ class Roofline:
     gemm_half_size_elements: float = 0.0  # x0 of size_factor; 0: size-independent u
     # FP32 rate of the CUDA cores (no tensor cores); 0: unknown (misalignment not priced)
     cuda_core_peak_flops: float = 0.0
+    # The framework's FlashAttention kernel (``Framework.attention_kernel``): which head
+    # dimension it computes with (``flash_head_dim``)
+    attention_kernel: str = "fused"
 
     @property
     def high_precision_peak(self) -> float:
@@ -162,6 +166,23 @@ def tensor_core_aligned(head_dim: float, element_bytes: float) -> bool:
     """Whether attention's batched GEMMs (no FlashAttention) can use tensor-core kernels: each
     head's rows must start on a 16-byte boundary (``TENSOR_CORE_ALIGNMENT_BYTES``)."""
     return (head_dim * element_bytes) % TENSOR_CORE_ALIGNMENT_BYTES == 0
+
+
+def flash_head_dim(kernel: str, head_dim: float) -> float:
+    """The head dimension a FlashAttention kernel computes with (its FLOPs scale with it).
+
+    ``flash2``: FlashAttention-2 pads the head to a multiple of 8, then runs the kernel of the
+    next multiple of 32 up to 192, else 256 (flash-attention ``csrc/flash_attn/flash_api.cpp``,
+    ``mha_fwd``: ``head_size_rounded``); ``triton``: the Triton port tiles the next power of two,
+    at least 16 (``flash_attn_triton.py``: ``BLOCK_HEADDIM = max(next_power_of_2(d), 16)``);
+    ``fused`` (cuDNN, Transformer Engine, FlashAttention-3): as is.
+    """
+    if kernel == "flash2":
+        padded = math.ceil(head_dim / 8.0) * 8.0
+        return math.ceil(padded / 32.0) * 32.0 if padded <= 192.0 else 256.0
+    if kernel == "triton":
+        return max(2.0 ** math.ceil(math.log2(head_dim)), 16.0)
+    return head_dim
 
 
 def _where_sp(sp: Num, t: Num) -> Num:
@@ -404,6 +425,8 @@ def layer_times(
     n_heads = b * heads / t
     scores = 2.0 * s_q * s * dh * n_heads  # FLOPs of Q·Kᵀ (and of attention·V)
     if flash:
+        # The kernel's tile covers its own head width (FA2's 32-multiples, Triton's powers of 2).
+        scores = scores * flash_head_dim(roof.attention_kernel, dh) / dh
         fwd_flops = 2.0 * scores * FLASH_CAUSAL_FRACTION
         io = beta * (2.0 * tokens * h / t + 2.0 * b * s * kv / t)  # Q, O; K, V
         u_attention = u * roof.attention_efficiency

@@ -17,6 +17,7 @@ from estimator.calibrated import VALIDATED_ACCURACY, ValidatedAccuracy, runs_fit
 from estimator.compute import (
     TRITON_FLASH_BACKWARD_SLOWDOWN,
     TRITON_FLASH_FORWARD_SLOWDOWN,
+    flash_head_dim,
     tensor_core_aligned,
 )
 from estimator.frameworks import (
@@ -594,6 +595,19 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
             f"forward and {TRITON_FLASH_BACKWARD_SLOWDOWN:g} backward (Dao 2023, "
             "FlashAttention-2 §4.1: FA2 1.3-1.5x faster forward, ~2x backward)"
         )
+    if tr.flash_attention:
+        head_dim = model.hidden_size / model.num_attention_heads
+        tile = flash_head_dim(fw.attention_kernel, head_dim)
+        if tile != head_dim:
+            out.append(
+                f"FlashAttention computes head dim {head_dim:g} as {tile:g} ("
+                + (
+                    "FlashAttention-2's kernels: multiples of 32 up to 192, then 256"
+                    if fw.attention_kernel == "flash2"
+                    else "the Triton kernel's tile: the next power of two"
+                )
+                + f"): {tile / head_dim:.3g}x the attention FLOPs"
+            )
     if lay.sequence_parallel and lay.tensor > 1 and fw.sp_regather_saved_shard:
         out.append(
             "sequence parallel: each TP all-reduce is a reduce-scatter + all-gather, and the "

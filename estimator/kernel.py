@@ -278,6 +278,7 @@ def evaluate(
             attention_backward_efficiency=attention_bwd_eff,
             fused_elementwise=training.software.fused_elementwise,
             cuda_core_peak_flops=(cuda_core_peak_flops or 0.0) * speed,
+            attention_kernel=training.software.attention_kernel,
         )
         result = _detailed(ctx, roof, bandwidth)
     forward, logits, core, last_gemm = _iteration_flops(model, ctx.gb * ctx.s)

@@ -39,6 +39,7 @@ from estimator.compute import (
     LayerTimes,
     Roofline,
     attention_efficiencies,
+    flash_head_dim,
     layer_times,
     tensor_core_aligned,
 )
@@ -1478,3 +1479,41 @@ def test_sweep_equals_single_estimates_with_misaligned_attention_heads() -> None
             Scenario(BLOOM_200B, training, LayoutSpec(pipeline=p, tensor=t, data=d), cluster)
         )
         assert single.iteration_time_s == sweep.iteration_s[i], (p, t, d)
+
+
+def test_flash_attention_kernels_compute_their_own_head_width() -> None:
+    # FlashAttention-2 pads to a multiple of 8, then runs the 32-multiple kernel up to 192, else
+    # 256 (flash-attention csrc/flash_attn/flash_api.cpp, mha_fwd: head_size_rounded); the
+    # Triton port tiles the next power of two, at least 16 (flash_attn_triton.py, BLOCK_HEADDIM).
+    assert [flash_head_dim("flash2", d) for d in (64, 72, 80, 128, 150, 192, 200)] == [
+        64,
+        96,
+        96,
+        128,
+        160,
+        192,
+        256,
+    ]
+    assert [flash_head_dim("triton", d) for d in (8, 64, 80, 96, 128)] == [16, 64, 128, 128, 128]
+    assert flash_head_dim("fused", 80.0) == 80.0
+    # 2560 / 32 heads = head dim 80: FA2 computes it as 96, the attention FLOPs 1.2x.
+    model = ModelSpec(
+        num_layers=4, hidden_size=2560, num_attention_heads=32, seq_length=4096, vocab_size=50368
+    )
+    fused = _roofline(fp8=False)
+    fa2 = dataclasses.replace(fused, attention_kernel="flash2")
+    assert _layer(model, fa2).attention_fwd == pytest.approx(
+        1.2 * _layer(model, fused).attention_fwd, rel=1e-12
+    )
+    assert _layer(model, fa2).linear_fwd == _layer(model, fused).linear_fwd
+    # Named in the estimate of a FlashAttention-2 trainer, silent where the width fits.
+    training = TrainingSpec(global_batch_size=8, framework="fsdp")
+    layout = LayoutSpec(pipeline=1, tensor=1, data=8, zero_stage=3)
+    (line,) = [
+        a
+        for a in estimate(Scenario(model, training, layout, a100())).assumptions
+        if "computes head dim" in a
+    ]
+    assert "head dim 80 as 96" in line and "1.2x" in line
+    llama = estimate(Scenario(LLAMA3_8B, training, layout, a100()))
+    assert not [a for a in llama.assumptions if "computes head dim" in a]
