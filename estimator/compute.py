@@ -90,8 +90,9 @@ EAGER_ROPE_PASSES = 4.0
 # (NVIDIA/cutlass issue #75, NVIDIA's reply, Dec. 2019; cuBLAS documentation, "Tensor Core
 # Usage"). Without FlashAttention, each head's Q, K, V and context rows start head-dim x element
 # bytes apart in the batched GEMMs (Megatron's [s, b·heads, head_dim] layout, batch stride
-# head_dim), so a head dim whose rows are not a multiple of 16 bytes leaves the CUDA cores: at
-# their FP32 rate, as PyTorch runs 16-bit GEMMs with fp32 accumulation (CUBLAS_COMPUTE_32F).
+# head_dim), so a head dim whose rows are not a multiple of 16 bytes leaves the tensor cores for
+# the CUDA cores: their FP32 rate, as PyTorch runs 16-bit GEMMs with fp32 accumulation
+# (CUBLAS_COMPUTE_32F).
 TENSOR_CORE_ALIGNMENT_BYTES = 16.0
 # The FFN-width part of Korthikanti et al. 2022 Table 2's per-layer activation bytes: the GeLU
 # input (8sbh/t) and the second linear's input (8sbh/t).
