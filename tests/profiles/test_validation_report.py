@@ -3,7 +3,10 @@ and the accuracy it reaches, pinned as golden figures with named tolerances."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -420,10 +423,6 @@ HEAD_PAIR_RATIO_TOLERANCE = 0.08
 def _unexcluded(ids: set[str]) -> list[PublishedRun]:
     """The rows ``ids`` as scored rows: full recompute (as the scored rows of the same document
     infer it) and fp16 (the 02-28 remark that the BF16 optimizer 'is compared to fp16')."""
-    import csv
-    import io
-    from importlib import resources
-
     text = resources.files("profiles.validation").joinpath("published_runs.csv").read_text()
     rows = [r for r in csv.DictReader(text.splitlines()) if r["id"] in ids]
     for row in rows:
