@@ -288,13 +288,12 @@ def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedClust
         "gemm_half_size_elements": cluster.gemm_half_size_elements or 0.0,
         "fp8_utilization": cluster.fp8_utilization,
     }
+    preset = None if cluster.gpu is None else gpu_preset(cluster.gpu)
     if cluster.flash2_efficiency is not None:
         roofline["flash2_efficiency"] = cluster.flash2_efficiency
-    elif cluster.gpu is not None:
-        roofline["flash2_efficiency"] = gpu_preset(cluster.gpu).flash2_efficiency
-    roofline["cuda_core_peak_flops"] = _cuda_core_peak_flops(
-        cluster, None if cluster.gpu is None else gpu_preset(cluster.gpu)
-    )
+    elif preset is not None:
+        roofline["flash2_efficiency"] = preset.flash2_efficiency
+    roofline["cuda_core_peak_flops"] = _cuda_core_peak_flops(cluster, preset)
     spec = ClusterSpec(
         gpus_per_node=cluster.gpus_per_node,
         peak_flops=peak_tflops * 1e12,

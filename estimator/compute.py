@@ -318,10 +318,7 @@ def layer_times(
     all-gather (torchao float8 TP; ``Framework.tp_fp8_all_gather``).
     """
     h, kv, s = float(model.hidden_size), float(model.kv_hidden), float(model.seq_length)
-    heads, dh = (
-        float(model.num_attention_heads),
-        float(model.hidden_size) / float(model.num_attention_heads),
-    )
+    heads, dh = float(model.num_attention_heads), float(model.head_dim)
     tokens = b * s / cp  # M: tokens of this GPU's sequence shard
     fp8 = roof.fp8
     lin_bytes = 1.0 if fp8 else beta

@@ -461,9 +461,7 @@ def attention_on_cuda_cores(
         fidelity is Fidelity.DETAILED
         and not training.flash_attention
         and cluster.cuda_core_peak_flops is not None
-        and not tensor_core_aligned(
-            model.hidden_size / model.num_attention_heads, float(training.activation_bytes)
-        )
+        and not tensor_core_aligned(float(model.head_dim), float(training.activation_bytes))
     )
 
 
@@ -471,7 +469,7 @@ def _misaligned_attention_line(scenario: Scenario) -> str | None:
     """How attention's batched GEMMs (no FlashAttention) are priced when their head rows are
     not 16-byte aligned for tensor cores; None when they are."""
     model, c = scenario.model, scenario.cluster
-    head_dim = model.hidden_size / model.num_attention_heads
+    head_dim = float(model.head_dim)
     element_bytes = float(scenario.training.activation_bytes)
     row_bytes = head_dim * element_bytes
     if tensor_core_aligned(head_dim, element_bytes):
@@ -596,7 +594,7 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
             "FlashAttention-2 §4.1: FA2 1.3-1.5x faster forward, ~2x backward)"
         )
     if tr.flash_attention:
-        head_dim = model.hidden_size / model.num_attention_heads
+        head_dim = float(model.head_dim)
         tile = flash_head_dim(fw.attention_kernel, head_dim)
         if tile != head_dim:
             out.append(

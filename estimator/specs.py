@@ -149,6 +149,11 @@ class ModelSpec:
         return self.num_query_groups or self.num_attention_heads
 
     @property
+    def head_dim(self) -> int:
+        """Width of one attention head: h / heads (validation refuses an h heads do not divide)."""
+        return self.hidden_size // self.num_attention_heads
+
+    @property
     def kv_hidden(self) -> int:
         """Width of K (and of V): h · groups / heads (GQA); h for plain multi-head attention."""
         return self.hidden_size * self.query_groups // self.num_attention_heads
@@ -564,7 +569,7 @@ def shape_alignment_warnings(model: ModelSpec, tensor: int) -> list[str]:
     """Warnings for GEMM dimensions off the tensor-core grid (see GEMM_WIDTH_MULTIPLE)."""
     out: list[str] = []
     h, a = model.hidden_size, model.num_attention_heads
-    head_dim = h // a  # ModelSpec refuses an h that a does not divide
+    head_dim = model.head_dim
     if head_dim % HEAD_DIM_MULTIPLE:
         out.append(
             f"head dimension hidden_size/num_attention_heads = {h}/{a} = {head_dim} is not a "

@@ -540,7 +540,9 @@ def scenario_for(
         fp8_utilization=fp8_utilization,
         flash2_efficiency=gpu.flash2_efficiency,
         gemm_half_size_elements=gemm_half_size_elements,
-        cuda_core_peak_flops=(gpu.cuda_core_peak_flops or 0.0) * peak_scale or None,
+        cuda_core_peak_flops=(
+            None if gpu.cuda_core_peak_flops is None else gpu.cuda_core_peak_flops * peak_scale
+        ),
     )
     return Scenario(model, training, layout, cluster)
 
