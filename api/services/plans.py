@@ -192,7 +192,11 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
     gpus_per_node = cluster.spec.gpus_per_node
     gb = trainings[0].global_batch_size
     entries: list[PlanEntryOut] = []
-    with finite_answer(figures(cluster.spec, model, trainings[0], request.fidelity)):
+    # Every pass's figures (its precision decides whether attention runs on the CUDA cores).
+    figs: dict[str, float] = {}
+    for training in trainings:
+        figs |= figures(cluster.spec, model, training, request.fidelity)
+    with finite_answer(figs):
         for i in range(len(top)):
             b, d, t = int(cols["b"][i]), int(cols["d"][i]), int(cols["t"][i])
             entries.append(
