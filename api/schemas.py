@@ -184,6 +184,11 @@ class _ModelShape(BaseModel):
     moe_top_k: Count | None = None
     moe_every_k_layers: Count | None = None
     moe_ffn_hidden_size: Count | None = None
+    kv_channels: Count | None = Field(
+        None,
+        description="width of one attention head where it is not hidden_size/num_attention_heads "
+        "(Megatron's --kv-channels, Hugging Face's head_dim; Qwen3: 128)",
+    )
 
 
 class ModelIn(_In, _ModelShape):

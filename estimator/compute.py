@@ -97,6 +97,9 @@ TENSOR_CORE_ALIGNMENT_BYTES = 16.0
 # The FFN-width part of Korthikanti et al. 2022 Table 2's per-layer activation bytes: the GeLU
 # input (8sbh/t) and the second linear's input (8sbh/t).
 MOE_FFN_WIDTH_SBH = 16.0
+# Its attention-width part: Q and K (4sbh/t), V (2sbh/t) and the output projection's input
+# (2sbh/t), as wide as the heads (kv_channels) make them.
+ATTENTION_WIDTH_SBH = 8.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +321,7 @@ def layer_times(
     all-gather (torchao float8 TP; ``Framework.tp_fp8_all_gather``).
     """
     h, kv, s = float(model.hidden_size), float(model.kv_hidden), float(model.seq_length)
+    hq = float(model.attention_width)  # Q's and the attention output's width (h by default)
     heads, dh = float(model.num_attention_heads), float(model.head_dim)
     tokens = b * s / cp  # M: tokens of this GPU's sequence shard
     fp8 = roof.fp8
@@ -339,8 +343,8 @@ def layer_times(
             count=count,
         )
 
-    qkv = lin((h + 2.0 * kv) / t, h)
-    proj = lin(h, h / t)
+    qkv = lin((hq + 2.0 * kv) / t, h)
+    proj = lin(h, hq / t)
     # torchtitan's op-level SAC saves every other aten.mm of a block, in execution order
     # wq, wk, wv, wo, w1, (w3,) w2: it replays wk, wo and w3 (gated) or w2 (ungated). FP8
     # linears run torch._scaled_mm, which the policy does not save: all are replayed.
@@ -364,11 +368,11 @@ def layer_times(
             wide_grad_bwd = h * FP8_CAST_TRANSPOSE_BYTES
         wide_bwd = h * FP8_TRANSPOSE_COPY_BYTES + wide_grad_bwd
         # The attention block: QKV's output gradient and the projection's input are 1/t wide.
-        cast_fwd_bytes = tokens * (wide_in_fwd + h / t * FP8_CAST_BYTES)
+        cast_fwd_bytes = tokens * (wide_in_fwd + hq / t * FP8_CAST_BYTES)
         cast_bwd_bytes = tokens * (
             wide_bwd
-            + h / t * FP8_TRANSPOSE_COPY_BYTES
-            + (h + 2.0 * kv) / t * FP8_CAST_TRANSPOSE_BYTES
+            + hq / t * FP8_TRANSPOSE_COPY_BYTES
+            + (hq + 2.0 * kv) / t * FP8_CAST_TRANSPOSE_BYTES
         )
     extra: Num = 0.0 * tokens
     gated = 2.0 if model.swiglu else 1.0
@@ -415,7 +419,7 @@ def layer_times(
         # The norms run on the sequence shard under SP (else on every TP rank); RoPE on this
         # rank's heads; the gated activation on this rank's 1/t of the FFN.
         norms = 2.0 * EAGER_NORM_PASSES * h / _where_sp(sp, t)
-        rope_ffn = (EAGER_ROPE_PASSES * (h + kv) + 2.0 * f_act) / t
+        rope_ffn = (EAGER_ROPE_PASSES * (hq + kv) + 2.0 * f_act) / t
         extra = extra + roof.stream_s((norms + rope_ffn) * tokens * beta)
 
     # Attention core, per GPU: b·a/t heads of (s/cp) queries against s keys.
@@ -426,7 +430,7 @@ def layer_times(
         # The kernel's tile covers its own head width (FA2's 32-multiples, Triton's powers of 2).
         scores = scores * flash_head_dim(roof.attention_kernel, dh) / dh
         fwd_flops = 2.0 * scores * FLASH_CAUSAL_FRACTION
-        io = beta * (2.0 * tokens * h / t + 2.0 * b * s * kv / t)  # Q, O; K, V
+        io = beta * (2.0 * tokens * hq / t + 2.0 * b * s * kv / t)  # Q, O; K, V
         u_attention = u * roof.attention_efficiency
         attention_fwd = fwd_flops / (u_attention * hi_peak) + roof.traffic_s(
             io, roof.gemm_traffic_factor
@@ -461,6 +465,8 @@ def layer_times(
         # each expert's MLP on its permuted tokens).
         copies = float(model.moe_top_k) * float(model.expert_ffn) / float(model.ffn)
         linear_part = linear_part + (copies - 1.0) * MOE_FFN_WIDTH_SBH / t * sbh * (beta / 2.0)
+    if hq != h:
+        linear_part = linear_part + (hq / h - 1.0) * ATTENTION_WIDTH_SBH / t * sbh * (beta / 2.0)
     attention_part = (0.0 if flash else 5.0 * heads * s / (h * t)) * sbh * (beta / 2.0)
     gamma = roof.elementwise_factor
     elementwise_attention = roof.traffic_s(attention_part, gamma)

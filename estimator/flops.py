@@ -18,9 +18,10 @@ def megatron_parameters(model: ModelSpec) -> float:
 
 
 def _norm_and_attention_tensors(model: ModelSpec, t: Num) -> tuple[Num, ...]:
-    """The 2 LayerNorms (weight, bias), QKV and output projection (weight, bias), per GPU."""
-    h, kv = float(model.hidden_size), float(model.kv_hidden)
-    return (h, h, h, h, h * (h + 2.0 * kv) / t, (h + 2.0 * kv) / t, h * h / t, h)
+    """The 2 LayerNorms (weight, bias), QKV and output projection (weight, bias), per GPU
+    (Q and the attention output ``hq`` wide: h unless the model sets kv_channels)."""
+    h, hq, kv = float(model.hidden_size), float(model.attention_width), float(model.kv_hidden)
+    return (h, h, h, h, h * (hq + 2.0 * kv) / t, (hq + 2.0 * kv) / t, hq * h / t, h)
 
 
 def _mlp_tensors(model: ModelSpec, f: float, t: Num) -> tuple[Num, ...]:
@@ -77,11 +78,12 @@ def model_parameters(model: ModelSpec) -> float:
 def layer_forward_flops(model: ModelSpec, tokens: Num, seq: Num, *, moe: bool) -> Num:
     """Forward FLOPs of one layer for ``tokens`` = b·s tokens of sequences of length ``seq``.
 
-    f = 4h, no GQA: 24·b·s·h² + 4·b·s²·h (Megatron-LM SC21 §5.1 / appendix).
+    f = 4h, no GQA: 24·b·s·h² + 4·b·s²·h (Megatron-LM SC21 §5.1 / appendix); Q, K, V and
+    the attention output are as wide as the model's heads make them (kv_channels).
     """
-    h, kv = float(model.hidden_size), float(model.kv_hidden)
-    qkv_out = 2.0 * tokens * (h * (h + 2.0 * kv) + h * h)
-    scores = 4.0 * tokens * seq * h  # Q·Kᵀ and attention·V
+    h, hq, kv = float(model.hidden_size), float(model.attention_width), float(model.kv_hidden)
+    qkv_out = 2.0 * tokens * (h * (hq + 2.0 * kv) + hq * h)
+    scores = 4.0 * tokens * seq * hq  # Q·Kᵀ and attention·V
     f = float(model.expert_ffn if moe else model.ffn)
     mlp = 2.0 * tokens * h * f * (3.0 if model.swiglu else 2.0)
     if moe:
@@ -99,7 +101,7 @@ def last_gemm_forward_flops(model: ModelSpec, tokens: Num) -> Num:
 
 def attention_core_forward_flops(model: ModelSpec, tokens: Num, seq: Num) -> Num:
     """What selective recompute replays: Q·Kᵀ and attention·V (Korthikanti et al. 2022)."""
-    return 4.0 * tokens * seq * float(model.hidden_size)
+    return 4.0 * tokens * seq * float(model.attention_width)
 
 
 def logit_forward_flops(model: ModelSpec, tokens: Num) -> Num:

@@ -27,6 +27,7 @@ from estimator.bandwidth import (
     bus_factor,
 )
 from estimator.compute import (
+    ATTENTION_WIDTH_SBH,
     Roofline,
     attention_efficiencies,
     layer_times,
@@ -324,6 +325,7 @@ def _op_sac_replay_flops(model: ModelSpec, tokens: float, fp8: bool) -> float:
     """Forward FLOPs torch's op-level SAC replays (docs/design.md §4.4): per layer wk, wo and
     w3 (or w2) of the block's GEMMs, every linear GEMM in FP8; never the attention core."""
     h, kv, s = float(model.hidden_size), float(model.kv_hidden), float(model.seq_length)
+    hq = float(model.attention_width)
     total = 0.0
     moe_layers = float(model.num_moe_layers)
     for moe, count in ((False, float(model.num_layers) - moe_layers), (True, moe_layers)):
@@ -335,7 +337,7 @@ def _op_sac_replay_flops(model: ModelSpec, tokens: float, fp8: bool) -> float:
         else:
             f = float(model.expert_ffn if moe else model.ffn)
             copies = float(model.moe_top_k) if moe else 1.0
-            per_layer = 2.0 * tokens * h * (kv + h + copies * f)
+            per_layer = 2.0 * tokens * h * (kv + hq + copies * f)
         total += count * per_layer
     return total
 
@@ -870,7 +872,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # PyTorch's ring (Framework.cp_torch_ring): K/V at the query head count, and the backward
     # passes this rank's float32 dK/dV shard to the next rank at each of its cp steps.
     torch_ring = fw.cp_torch_ring
-    kv_width = float(model.hidden_size) if torch_ring else float(model.kv_hidden)
+    kv_width = float(model.attention_width) if torch_ring else float(model.kv_hidden)
     kv_bytes = 2.0 * beta * b * s * kv_width / t
     # The backward's K/V gradients: (collective, bytes, calls per layer).
     cp_back: tuple[Collective, Num, Num] = (
@@ -1273,8 +1275,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
 
 
 def _attention_ln_parameters(model: ModelSpec) -> float:
-    h, kv = float(model.hidden_size), float(model.kv_hidden)
-    return h * (h + 2.0 * kv) + (h + 2.0 * kv) + h * h + h + 4.0 * h
+    h, hq, kv = float(model.hidden_size), float(model.attention_width), float(model.kv_hidden)
+    return h * (hq + 2.0 * kv) + (hq + 2.0 * kv) + hq * h + h + 4.0 * h
 
 
 def _memory(
@@ -1327,8 +1329,10 @@ def _memory(
     selective = _eq(lay.recompute, 1.0)
     # The s² term: dropped by selective recompute, and never stored with FlashAttention.
     attn = 0.0 if training.flash_attention else 5.0 * a * s / h
-    no_sp = sbh * (10.0 + 24.0 / t + (1.0 - selective) * attn / t)
-    with_sp = sbh / t * (34.0 + (1.0 - selective) * attn)
+    # Q, K, V and the projection's input at the heads' width (kv_channels; 0 when it is h).
+    wide = (float(model.attention_width) / h - 1.0) * ATTENTION_WIDTH_SBH
+    no_sp = sbh * (10.0 + (24.0 + wide) / t + (1.0 - selective) * attn / t)
+    with_sp = sbh / t * (34.0 + wide + (1.0 - selective) * attn)
     per_layer = _where(sp, with_sp, no_sp)
     per_layer = _where(full, 2.0 * sbh / _where(sp, t, 1.0), per_layer)
     in_flight = _min(p, m) * (1.0 + (p - 1.0) / (p * v) * _gt(v, 1.0))

@@ -182,6 +182,8 @@ def _open(
     source: str,
     experts: int = 1,
     top_k: int = 1,
+    expert_ffn: int | None = None,
+    kv_channels: int | None = None,
 ) -> ModelPreset:
     spec = ModelSpec(
         num_layers=layers,
@@ -195,7 +197,8 @@ def _open(
         tied_embeddings=False,
         moe_num_experts=experts,
         moe_top_k=top_k,
-        moe_ffn_hidden_size=ffn if experts > 1 else None,
+        moe_ffn_hidden_size=(expert_ffn or ffn) if experts > 1 else None,
+        kv_channels=kv_channels,
         name=key,
     )
     return ModelPreset(key=key, spec=spec, source=source, published_parameters=published)
@@ -210,6 +213,13 @@ _LLAMA3 = (
     "dim, FFN dim, heads, 8 KV heads) and §3.4.1 (pre-training sequences of 8,192 tokens); "
     "vocab 128256 from config.json of meta-llama/Meta-Llama-3-8B / -70B and Llama-3.1-405B "
     "(the paper rounds it to '128K')"
+)
+
+_QWEN3 = (
+    "Qwen Team 2025, 'Qwen3 Technical Report' (arXiv:2505.09388), Table 2 (MoE models: layers, "
+    "Q/KV heads, 128 experts with 8 activated, no shared experts) and §3.1 (first pre-training "
+    "stage at 4,096 tokens); widths from config.json of Qwen/Qwen3-30B-A3B and "
+    "Qwen/Qwen3-235B-A22B (hidden_size, head_dim 128, moe_intermediate_size, vocab_size)"
 )
 
 _OPEN = [
@@ -313,6 +323,41 @@ _OPEN = [
             "config.json of mistralai/Mixtral-8x7B-v0.1 (num_local_experts 8, "
             "num_experts_per_tok 2); 46.7B total parameters per the model card"
         ),
+    ),
+    # Qwen3-30B-A3B config.json: 48 layers, hidden 2048, 32 heads of head_dim 128 (so Q is
+    # 4096 wide, twice h), 4 KV heads, 128 experts of moe_intermediate_size 768, 8 per token,
+    # every layer MoE (decoder_sparse_step 1), vocab 151936, untied embeddings.
+    _open(
+        "qwen3-30b-a3b",
+        layers=48,
+        hidden=2048,
+        heads=32,
+        groups=4,
+        ffn=768,
+        vocab=151936,
+        seq=4096,
+        published=30.5e9,
+        experts=128,
+        top_k=8,
+        kv_channels=128,
+        source=_QWEN3,
+    ),
+    # Qwen3-235B-A22B config.json: 94 layers, hidden 4096, 64 heads of head_dim 128, 4 KV heads,
+    # 128 experts of moe_intermediate_size 1536, 8 per token, vocab 151936, untied.
+    _open(
+        "qwen3-235b-a22b",
+        layers=94,
+        hidden=4096,
+        heads=64,
+        groups=4,
+        ffn=1536,
+        vocab=151936,
+        seq=4096,
+        published=235e9,
+        experts=128,
+        top_k=8,
+        kv_channels=128,
+        source=_QWEN3,
     ),
 ]
 

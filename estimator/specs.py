@@ -97,6 +97,9 @@ class ModelSpec:
     moe_top_k: int = 1
     moe_every_k_layers: int = 1
     moe_ffn_hidden_size: int | None = None
+    # Width of one attention head when it is not h / heads (Megatron's --kv-channels, the
+    # Hugging Face config's head_dim: Qwen3 runs 32 heads of 128 on h = 2048).
+    kv_channels: int | None = None
     name: str | None = None
 
     def __post_init__(self) -> None:
@@ -116,15 +119,17 @@ class ModelSpec:
             "num_query_groups",
             "num_parameters",
             "moe_ffn_hidden_size",
+            "kv_channels",
         ):
             value = getattr(self, name)
             if value is not None:
                 _positive_int(f"model.{name}", value)
-        if self.hidden_size % self.num_attention_heads:
+        if self.kv_channels is None and self.hidden_size % self.num_attention_heads:
             raise ValidationError(
                 "model.hidden_size",
                 self.hidden_size,
-                f"must be divisible by num_attention_heads={self.num_attention_heads}",
+                f"must be divisible by num_attention_heads={self.num_attention_heads} "
+                "(or give kv_channels, the width of one head)",
             )
         groups = self.query_groups
         if self.num_attention_heads % groups:
@@ -150,13 +155,21 @@ class ModelSpec:
 
     @property
     def head_dim(self) -> int:
-        """Width of one attention head: h / heads (validation refuses an h heads do not divide)."""
-        return self.hidden_size // self.num_attention_heads
+        """Width of one attention head: kv_channels, else h / heads (validation refuses an h the
+        heads do not divide)."""
+        return self.kv_channels or self.hidden_size // self.num_attention_heads
+
+    @property
+    def attention_width(self) -> int:
+        """Width of Q and of the attention output: heads · head_dim (h unless kv_channels says
+        otherwise)."""
+        return self.num_attention_heads * self.head_dim
 
     @property
     def kv_hidden(self) -> int:
-        """Width of K (and of V): h · groups / heads (GQA); h for plain multi-head attention."""
-        return self.hidden_size * self.query_groups // self.num_attention_heads
+        """Width of K (and of V): groups · head_dim (GQA); the attention width for plain
+        multi-head attention."""
+        return self.query_groups * self.head_dim
 
     @property
     def is_moe(self) -> bool:
@@ -571,8 +584,11 @@ def shape_alignment_warnings(model: ModelSpec, tensor: int) -> list[str]:
     h, a = model.hidden_size, model.num_attention_heads
     head_dim = model.head_dim
     if head_dim % HEAD_DIM_MULTIPLE:
+        source = f"hidden_size/num_attention_heads = {h}/{a} = "
+        if model.kv_channels:
+            source = "kv_channels = "
         out.append(
-            f"head dimension hidden_size/num_attention_heads = {h}/{a} = {head_dim} is not a "
+            f"head dimension {source}{head_dim} is not a "
             f"multiple of {HEAD_DIM_MULTIPLE}: FlashAttention pads it, which the estimate does "
             "not price (it may be optimistic); without FlashAttention the batched attention "
             "GEMMs leave the tensor cores, priced at the CUDA cores' FP32 rate where the "

@@ -72,6 +72,8 @@ SETTINGS: tuple[Setting, ...] = (
         aliases=("num_key_value_heads",),
         query_parameter="num_query_groups",
     ),
+    # Megatron fills it in as hidden_size / heads when not given, so logs always print it.
+    Setting("kv_channels", "int", "attention head width"),
     Setting("padded_vocab_size", "int", "padded vocabulary"),
     Setting("vocab_size", "int", "vocabulary", query_parameter="vocab_size"),
     Setting("make_vocab_size_divisible_by", "int", "vocabulary padding multiple"),
@@ -400,6 +402,11 @@ def build_request(
         model["num_query_groups"] = groups
     elif groups is not None and groups > 1 and gqa is False:
         notes.append("num_query_groups without group_query_attention: Megatron ignores it")
+    kv_channels = num("kv_channels")
+    if kv_channels is not None and (
+        hidden is None or heads is None or hidden % heads or kv_channels != hidden // heads
+    ):
+        model["kv_channels"] = kv_channels
     experts = num("num_experts")
     if experts is not None and experts > 1:
         model["moe_num_experts"] = experts

@@ -76,6 +76,7 @@ COLUMNS: tuple[str, ...] = (
     "inferred",  # semicolon-separated names of columns whose values are inferred, not published
     "exclude_reason",  # non-blank = excluded from scoring, with that reason
     "notes",
+    "kv_channels",  # attention head width where it is not hidden_size/num_attention_heads
 )
 
 

@@ -332,6 +332,7 @@ def model_spec(row: dict[str, str]) -> ModelSpec:
         moe_top_k=_int(row.get("moe_top_k"), 1) or 1,
         moe_every_k_layers=_int(row.get("moe_every_k_layers"), 1) or 1,
         moe_ffn_hidden_size=_int(row.get("moe_ffn_hidden_size")),
+        kv_channels=_int(row.get("kv_channels")),
     )
 
 

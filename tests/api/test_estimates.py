@@ -243,3 +243,50 @@ def test_uneven_stages_that_do_not_add_up_are_a_422_naming_the_rule(client: Test
     response = client.post("/v1/estimates", json=body)
     assert_problem(response, 422)
     assert "middle stage" in response.json()["detail"]
+
+
+def _qwen3_30b(**changes: object) -> dict[str, object]:
+    """Qwen3-30B-A3B on 16 GPUs (EP 8, 2 pipeline stages), as Megatron-Bridge lays it out."""
+    return request(
+        ESTIMATE,
+        model={"preset": "qwen3-30b-a3b", **changes},
+        layout={"pipeline": 2, "tensor": 1, "data": 8, "expert_parallel": 8, "zero_stage": 1},
+        training={
+            "global_batch_size": 512,
+            "micro_batch_size": 1,
+            "recompute": "none",
+            "precision": "bf16",
+            "flash_attention": True,
+        },
+        cluster={"profile": "dgx-h100-nominal"},
+    )
+
+
+def test_heads_wider_than_the_model_are_priced_and_named(client: TestClient) -> None:
+    """kv_channels (Qwen3's 128-wide heads on h = 2048): the preset carries it, an explicit
+    request may override it, and the wider Q costs time and parameters."""
+    wide = client.post("/v1/estimates", json=_qwen3_30b())
+    assert wide.status_code == 200, wide.text
+    narrow = client.post("/v1/estimates", json=_qwen3_30b(kv_channels=64))
+    assert narrow.status_code == 200, narrow.text
+    w, n = wide.json(), narrow.json()
+    assert w["parameters"] > n["parameters"]
+    assert w["iteration_time_s"] > n["iteration_time_s"]
+    presets = {p["key"]: p for p in client.get("/v1/presets/models").json()}
+    assert presets["qwen3-30b-a3b"]["spec"]["kv_channels"] == 128
+
+
+@pytest.mark.parametrize(
+    ("model", "field"),
+    [
+        ({"preset": "qwen3-30b-a3b", "kv_channels": 0}, "model.kv_channels"),
+        ({"preset": "gpt3-175b", "hidden_size": 12300}, "model.hidden_size"),
+    ],
+)
+def test_bad_head_width_is_422_naming_the_field(
+    client: TestClient, model: dict[str, object], field: str
+) -> None:
+    response = client.post("/v1/estimates", json=request(ESTIMATE, model=model))
+    body = assert_problem(response, 422, field=field)
+    if field == "model.hidden_size":
+        assert "kv_channels" in body["rule"]

@@ -45,6 +45,7 @@ from estimator.compute import (
 )
 from estimator.engine import CollectiveUse, estimate_traffic, traffic_loads
 from estimator.errors import LayoutError, ValidationError
+from estimator.flops import layer_forward_flops, layer_parameters
 from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
     DEEPSPEED_COMPUTE_EFFICIENCY,
@@ -1517,3 +1518,77 @@ def test_flash_attention_kernels_compute_their_own_head_width() -> None:
     assert "head dim 80 as 96" in line and "1.2x" in line
     llama = estimate(Scenario(LLAMA3_8B, training, layout, a100()))
     assert not [a for a in llama.assumptions if "computes head dim" in a]
+
+
+# --- heads wider than the model (kv_channels) -----------------------------------------------
+
+
+def test_kv_channels_equal_to_h_over_heads_change_nothing_bit_for_bit() -> None:
+    """kv_channels is Megatron's --kv-channels, which defaults to h / heads: giving that value
+    is the same model, and every term, the memory and the traffic are identical."""
+    layout = LayoutSpec(pipeline=2, tensor=2, data=2, expert_parallel=2, sequence_parallel=True)
+    tr = TrainingSpec(global_batch_size=16, framework="nemo")
+    plain = estimate(Scenario(MOE, tr, layout, a100()))
+    same = estimate(Scenario(dataclasses.replace(MOE, kv_channels=128), tr, layout, a100()))
+    assert same.breakdown == plain.breakdown
+    assert same.memory == plain.memory
+    assert same.traffic_bytes == plain.traffic_bytes
+    assert same.parameters == plain.parameters
+
+
+def test_wider_heads_widen_q_the_projection_and_the_attention_core() -> None:
+    """Qwen3-style heads (32 heads of 128 on h = 2048): Q and the attention output are 4096
+    wide, K and V groups·128. Parameters of a layer's attention: h·(hq + 2kv) + hq·h (+ biases
+    hq + 2kv and h, 2 norms); forward FLOPs 2·tokens·(h·(hq + 2kv) + hq·h) + 4·tokens·s·hq."""
+    wide = dataclasses.replace(
+        model_preset("qwen3-30b-a3b"),
+        num_layers=4,
+        ffn_hidden_size=6144,
+        moe_num_experts=1,
+        moe_top_k=1,
+        moe_ffn_hidden_size=None,
+    )
+    base = dataclasses.replace(wide, kv_channels=None)
+    assert (base.head_dim, base.attention_width, base.kv_hidden) == (64, 2048, 256)
+    assert (wide.head_dim, wide.attention_width, wide.kv_hidden) == (128, 4096, 512)
+    h, hq, kv = 2048.0, 4096.0, 512.0
+    attention = h * (hq + 2 * kv) + (hq + 2 * kv) + hq * h + h + 4 * h
+    mlp = 3 * h * 6144
+    assert layer_parameters(wide, moe=False) == attention + mlp
+    tokens, s = 4096.0, 4096.0
+    flops = (
+        2 * tokens * (h * (hq + 2 * kv) + hq * h) + 4 * tokens * s * hq + 2 * tokens * h * 6144 * 3
+    )
+    assert layer_forward_flops(wide, tokens, s, moe=False) == flops
+    layout = LayoutSpec(pipeline=1, tensor=2, data=4, sequence_parallel=True)
+    tr = TrainingSpec(
+        global_batch_size=32,
+        precision=Precision.BF16,
+        flash_attention=True,
+        recompute=Recompute.NONE,
+    )
+    narrow_e = estimate(Scenario(base, tr, layout, a100()))
+    wide_e = estimate(Scenario(wide, tr, layout, a100()))
+    assert wide_e.breakdown.compute_s > narrow_e.breakdown.compute_s
+    assert wide_e.memory.activations_bytes > narrow_e.memory.activations_bytes
+    # TP collectives carry h-wide activations: the heads' width does not change them.
+    assert wide_e.traffic_bytes["tp"] == narrow_e.traffic_bytes["tp"]
+
+
+def test_a_model_whose_heads_do_not_divide_h_needs_kv_channels() -> None:
+    def model(kv_channels: int | None) -> ModelSpec:
+        return ModelSpec(
+            num_layers=2,
+            hidden_size=3000,
+            num_attention_heads=64,
+            seq_length=4096,
+            vocab_size=201088,
+            kv_channels=kv_channels,
+        )
+
+    with pytest.raises(ValidationError, match="kv_channels"):
+        model(None)
+    assert model(64).attention_width == 4096
+    with pytest.raises(ValidationError) as err:
+        model(0)
+    assert err.value.field == "model.kv_channels"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from estimator.errors import NotFoundError
+from estimator.flops import model_parameters
 from estimator.presets import (
     GPU_PRESETS,
     MODEL_PRESETS,
@@ -21,6 +24,9 @@ def megatron_eq2(spec: ModelSpec) -> float:
     v, s = spec.vocab_size, spec.seq_length
     return 12 * l * h * h * (1 + 13 / (12 * h) + (v + s) / (12 * l * h))
 
+
+# The published totals are rounded (30.5B, 235B): half a percent covers the rounding.
+MODEL_COUNT_TOLERANCE = 0.005
 
 GPT3_KEYS = [
     "gpt3-125m",
@@ -52,6 +58,8 @@ OPEN_KEYS = [
     "llama3-70b",
     "llama3-405b",
     "mixtral-8x7b",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
 ]
 
 
@@ -123,6 +131,20 @@ def test_open_models_shapes() -> None:
     mix = model_preset("mixtral-8x7b")
     assert mix.is_moe and (mix.moe_num_experts, mix.moe_top_k) == (8, 2)
     assert mix.expert_ffn == 14336 and mix.query_groups == 8
+
+
+@pytest.mark.parametrize(("key", "billions"), [("qwen3-30b-a3b", 30.5), ("qwen3-235b-a22b", 235)])
+def test_qwen3_heads_wider_than_the_model_give_the_published_size(
+    key: str, billions: float
+) -> None:
+    """Qwen3 Technical Report (arXiv:2505.09388) Table 2 names Qwen3-30B-A3B and -235B-A22B by
+    their total parameters; with 128-wide heads (config.json head_dim) the layer shapes add up
+    to them within 0.5 % (MODEL_COUNT_TOLERANCE), and with h/heads-wide heads they would not."""
+    spec = model_preset(key)
+    assert spec.kv_channels == 128 and spec.attention_width == 2 * spec.hidden_size
+    assert model_parameters(spec) == pytest.approx(billions * 1e9, rel=MODEL_COUNT_TOLERANCE)
+    narrow = dataclasses.replace(spec, kv_channels=None)
+    assert abs(model_parameters(narrow) / (billions * 1e9) - 1.0) > 2 * MODEL_COUNT_TOLERANCE
 
 
 def test_unknown_model_key_names_the_known_keys() -> None:

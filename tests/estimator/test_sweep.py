@@ -1,5 +1,7 @@
 """The vectorised path equals the single-estimate path exactly; plans rank and filter."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,7 @@ from estimator import (
 )
 from estimator import sweep as sweep_module
 from estimator.errors import LimitError
+from estimator.presets import model_preset
 
 RECOMPUTE = {0.0: Recompute.NONE, 1.0: Recompute.SELECTIVE, 2.0: Recompute.FULL}
 
@@ -159,3 +162,23 @@ def test_uneven_stages_agree_between_sweep_and_single_estimate(
         )
         assert single.iteration_time_s == sweep.iteration_s[i]
         assert single.memory.total_bytes == sweep.memory_bytes[i]
+
+
+def test_heads_wider_than_the_model_agree_between_sweep_and_single_estimate(
+    training: TrainingSpec, cluster: ClusterSpec
+) -> None:
+    """A Qwen3-style model (kv_channels 128 on h = 2048, GQA, MoE): the vectorised path prices
+    the wider Q and attention output exactly as the single estimate does."""
+    qwen = dataclasses.replace(
+        model_preset("qwen3-30b-a3b"), num_layers=8, moe_num_experts=16, moe_top_k=4
+    )
+    tr = TrainingSpec(global_batch_size=64)
+    layouts = enumerate_layouts(qwen, tr, 16, zero_stages=(0, 1))
+    sweep = evaluate_layouts(qwen, tr, cluster, layouts, fidelity=Fidelity.DETAILED)
+    assert len(layouts) > 20
+    for i in range(len(layouts)):
+        row = {k: v[i] for k, v in layouts.columns.items()}
+        row |= {"sg": 1.0, "overlap_dp": 0.0, "overlap_tp": 0.0}
+        single = estimate(_scenario(qwen, cluster, 64, row, Fidelity.DETAILED))
+        assert single.iteration_time_s == sweep.iteration_s[i], row
+        assert single.memory.total_bytes == sweep.memory_bytes[i], row

@@ -78,6 +78,15 @@ def test_gqa_from_megatron_and_from_megatron_deepspeeds_key_value_heads() -> Non
     assert isinstance(model, dict) and model["num_query_groups"] == 4
 
 
+def test_kv_channels_are_kept_only_where_they_differ_from_h_over_heads() -> None:
+    """Megatron logs kv_channels always (validate_args fills in hidden_size / heads): the
+    default says nothing, a wider head (Qwen3's 128 on 1024 / 16 = 64) is the model's."""
+    model = _log(kv_channels=64)["model"]
+    assert isinstance(model, dict) and "kv_channels" not in model
+    model = _log(kv_channels=128)["model"]
+    assert isinstance(model, dict) and model["kv_channels"] == 128
+
+
 def test_a_log_contradicting_its_world_size_is_refused() -> None:
     with pytest.raises(ValidationError) as info:
         _log(data_parallel_size=2)  # 8 GPUs / t 2 = 4

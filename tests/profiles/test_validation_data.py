@@ -39,6 +39,7 @@ INT_COLUMNS = (
     "moe_ffn_hidden_size",
     "moe_every_k_layers",
     "year",
+    "kv_channels",
 )
 FLOAT_COLUMNS = (
     "measured_iteration_time_s",
@@ -115,9 +116,13 @@ def test_row_is_well_typed(row: dict[str, str]) -> None:
         assert row[column] in ("", "true", "false"), column
     assert row["recompute"] in ("", *(r.value for r in Recompute))
     assert row["precision"] in ("", *(p.value for p in Precision))
-    for column in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size"):
+    if not row["exclude_reason"]:  # an excluded architecture may leave a width unknown
+        for column in ("vocab_size",):
+            assert row[column], f"{column} must be published"
+    for column in ("num_layers", "hidden_size", "num_attention_heads", "seq_length"):
         assert row[column], f"{column} must be published"
-    assert _int(row, "hidden_size") % _int(row, "num_attention_heads") == 0
+    if not row["kv_channels"]:  # heads as wide as h / heads unless the row says otherwise
+        assert _int(row, "hidden_size") % _int(row, "num_attention_heads") == 0
     assert row["zero_stage"] in ("", "0", "1", "2", "3")
     assert row["framework"] in FRAMEWORKS, row["framework"]
     assert row["framework_version"] and row["year"], "framework version and year as published"
@@ -142,14 +147,21 @@ def test_layout_is_consistent(row: dict[str, str]) -> None:
     if ep > 1:
         assert row["moe_num_experts"], "expert parallelism needs an MoE model"
         assert _int(row, "moe_num_experts") % ep == 0
-        assert (d * cp) % ep == 0  # experts shard the data(-context) parallel group
+        if not row["exclude_reason"]:  # excluded rows may use layouts the engine cannot model
+            assert (d * cp) % ep == 0  # experts shard the data(-context) parallel group
     gb = _int(row, "global_batch_size")
     assert gb % d == 0
     if row["micro_batch_size"]:
         assert gb % (_int(row, "micro_batch_size") * d) == 0
+    if row["first_stage_layers"] or row["last_stage_layers"]:
+        # Megatron's uneven split: the first and last stage given, the rest even in between.
+        first, last = _int_or(row, "first_stage_layers", 0), _int_or(row, "last_stage_layers", 0)
+        assert p > 2 and (_int(row, "num_layers") - first - last) % (p - 2) == 0
     if row["virtual_stages"] and _int(row, "virtual_stages") > 1:
         v = _int(row, "virtual_stages")
-        assert _int(row, "num_layers") % (p * v) == 0
+        uneven = row["first_stage_layers"] or row["last_stage_layers"]
+        if not uneven and not row["exclude_reason"]:
+            assert _int(row, "num_layers") % (p * v) == 0
         if row["micro_batch_size"]:
             m = gb // (_int(row, "micro_batch_size") * d)
             assert m % p == 0  # Megatron's interleaving rule
