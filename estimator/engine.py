@@ -13,7 +13,12 @@ from estimator.bandwidth import (
     TrafficKind,
     bus_factor,
 )
-from estimator.calibrated import VALIDATED_ACCURACY, ValidatedAccuracy, runs_fitted_compute
+from estimator.calibrated import (
+    FINE_GRAINED_MOE_ACCURACY,
+    VALIDATED_ACCURACY,
+    ValidatedAccuracy,
+    runs_fitted_compute,
+)
 from estimator.compute import (
     TRITON_FLASH_BACKWARD_SLOWDOWN,
     TRITON_FLASH_FORWARD_SLOWDOWN,
@@ -365,7 +370,20 @@ def _warnings(scenario: Scenario, acc: ValidatedAccuracy | None) -> list[str]:
     out = list(scenario.warnings)
     if acc is not None and acc.misses_target:
         out.append(_accuracy_warning(scenario.training.software.name, acc))
+    if scenario.model.fine_grained_moe:
+        out.append(_FINE_GRAINED_MOE_WARNING)
     return out
+
+
+_FINE_GRAINED_MOE_WARNING = (
+    "experts narrower than the model (moe_ffn_hidden_size < hidden_size: many small expert "
+    f"GEMMs): the {FINE_GRAINED_MOE_ACCURACY.runs} such published runs commest is validated on "
+    f"were predicted {FINE_GRAINED_MOE_ACCURACY.min_error_pct:+.0f} % to "
+    f"{FINE_GRAINED_MOE_ACCURACY.max_error_pct:+.0f} % off (mean |error| "
+    f'{FINE_GRAINED_MOE_ACCURACY.mean_abs_error_pct:.0f} %, out of sample; README "Accuracy"); '
+    "the host and launch cost of many small GEMMs and the dispatcher's software are not "
+    "modelled (one published layout's throughput moved by 77 % between two releases)"
+)
 
 
 @functools.lru_cache(maxsize=8)

@@ -176,6 +176,12 @@ class ModelSpec:
         return self.moe_num_experts > 1
 
     @property
+    def fine_grained_moe(self) -> bool:
+        """MoE whose experts are narrower than the model (DeepSeek, Qwen3: many small expert
+        GEMMs), as against Mixtral- or Grok-style experts several times h wide."""
+        return self.is_moe and self.expert_ffn < self.hidden_size
+
+    @property
     def num_moe_layers(self) -> int:
         return self.num_layers // self.moe_every_k_layers if self.is_moe else 0
 

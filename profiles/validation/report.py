@@ -709,8 +709,10 @@ def kinds_of(run: PublishedRun) -> tuple[str, ...]:
     if trainer is None:  # framework_for gives presets only
         raise ValidationError("framework", training.software.name, "must be a preset")
     precision = "fp8" if training.precision is Precision.FP8 else "16-bit"
+    grain = ("fine-grained moe",) if model.fine_grained_moe else ()
     return (
         "moe" if model.is_moe else "dense",
+        *grain,
         precision,
         trainer,
         run.family,

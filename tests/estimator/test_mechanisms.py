@@ -29,7 +29,7 @@ from estimator import (
     validate_layout,
 )
 from estimator.bandwidth import Collective, TrafficKind, bus_factor
-from estimator.calibrated import FITTED_COMPUTE
+from estimator.calibrated import FINE_GRAINED_MOE_ACCURACY, FITTED_COMPUTE
 from estimator.compute import (
     FLASH_BACKWARD_EFFICIENCY,
     FLASH_BACKWARD_RATIO,
@@ -1592,3 +1592,18 @@ def test_a_model_whose_heads_do_not_divide_h_needs_kv_channels() -> None:
     with pytest.raises(ValidationError) as err:
         model(0)
     assert err.value.field == "model.kv_channels"
+
+
+def test_fine_grained_moe_estimates_say_how_far_such_runs_were_off() -> None:
+    """Experts narrower than the model (Qwen3's 768 on h = 2048) are what commest predicts
+    worst; such an estimate says so with validate's figures, a Mixtral-style one does not."""
+    layout = LayoutSpec(pipeline=1, tensor=1, data=16, expert_parallel=16)
+    tr = TrainingSpec(global_batch_size=64, recompute=Recompute.NONE, framework="nemo")
+    qwen = estimate(Scenario(model_preset("qwen3-30b-a3b"), tr, layout, a100()))
+    mixtral = dataclasses.replace(model_preset("mixtral-8x7b"), moe_num_experts=16)
+    coarse = estimate(Scenario(mixtral, tr, layout, a100()))
+    acc = FINE_GRAINED_MOE_ACCURACY
+    [warning] = [w for w in qwen.warnings if w.startswith("experts narrower than the model")]
+    assert f"the {acc.runs} such published runs" in warning
+    assert f"{acc.min_error_pct:+.0f} %" in warning and f"{acc.max_error_pct:+.0f} %" in warning
+    assert not any(w.startswith("experts narrower") for w in coarse.warnings)

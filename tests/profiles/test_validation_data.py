@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
+import re
 from importlib import resources
 
 import pytest
 
-from estimator.presets import GPU_PRESETS
-from estimator.specs import Precision, Recompute
+from estimator.flops import attention_core_forward_flops, model_forward_flops
+from estimator.presets import GPU_PRESETS, model_preset
+from estimator.specs import ModelSpec, Precision, Recompute
 from profiles.validation import COLUMNS, FRAMEWORKS, PUBLISHED_RUNS_FILE, load_published_runs
 
 RUNS = load_published_runs()
@@ -326,3 +329,31 @@ def test_the_scored_set_covers_what_issue_11_asks_for() -> None:
     assert any(_is_fsdp_style(r) for r in scored)
     assert any(_int_or(r, "context_parallel", 1) > 1 for r in scored)
     assert any(_int_or(r, "expert_parallel", 1) > 1 for r in scored)
+
+
+# The Megatron-Bridge tables print model TFLOP/s beside tokens/s: their ratio is the FLOPs the
+# page counts per token. Both are rounded to integers (≤ 0.3 % together); 1 % covers that.
+PRINTED_FLOPS_TOLERANCE = 0.01
+
+
+def test_qwen3_rows_printed_flops_per_token_need_its_wide_heads() -> None:
+    """Megatron-Bridge performance summary (archive @ 067f987df, sections 25.11-26.06,
+    Qwen3_30B_a3B on DGX-H100): printed model TFLOP/s ÷ tokens/s/GPU = 23.0 GFLOP per token.
+    commest's forward FLOPs × 3 with the causal attention core counted half (as the page
+    does) match it only with 128-wide heads (kv_channels); at h / heads they are 22 % short."""
+    model = model_preset("qwen3-30b-a3b")
+
+    def per_token(m: ModelSpec) -> float:
+        core = m.num_layers * attention_core_forward_flops(m, 1.0, float(m.seq_length))
+        return float(3.0 * (model_forward_flops(m, 1.0) - 0.5 * core))
+
+    rows = [r for r in RUNS if r["model"] == "qwen3-30b-a3b" and not r["exclude_reason"]]
+    assert len(rows) == 6
+    for row in rows:
+        printed_tflops = re.search(r"([\d.]+) model TFLOP/s/GPU", row["notes"])
+        assert printed_tflops is not None, row["id"]
+        tflops = float(printed_tflops.group(1))
+        printed = tflops * 1e12 / float(row["measured_tokens_per_s_per_gpu"])
+        assert per_token(model) == pytest.approx(printed, rel=PRINTED_FLOPS_TOLERANCE), row["id"]
+        narrow = per_token(dataclasses.replace(model, kv_channels=None))
+        assert narrow < printed * (1.0 - 10 * PRINTED_FLOPS_TOLERANCE)

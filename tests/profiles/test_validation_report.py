@@ -11,7 +11,7 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from estimator.calibrated import FITTED_COMPUTE, VALIDATED_ACCURACY
+from estimator.calibrated import FINE_GRAINED_MOE_ACCURACY, FITTED_COMPUTE, VALIDATED_ACCURACY
 from estimator.frameworks import DEEPSPEED_COMPUTE_EFFICIENCY, TRAINER_KINDS, framework_preset
 from profiles.validation.report import (
     GRAND_TETON_GPU,
@@ -156,8 +156,15 @@ DGXC_MOE_MEAN_PCT = 8.5
 # since the DeepSpeed presets' compute speed is fitted on BigScience's prequel sweep; 5.95 %
 # since DeepSpeed 2021's ZeRO-3 rank loop is priced; 5.79 % since each per-rank copy of its list
 # collectives costs at least a kernel launch; 5.33 % since attention's batched GEMMs run on CUDA
-# cores when the heads' rows are not 16-byte aligned (BigScience's head dim 150).
-ALL_ROWS_MEAN_PCT = 5.4
+# cores when the heads' rows are not 16-byte aligned (BigScience's head dim 150); 6.14 % on 179
+# since 13 more Megatron-Bridge H100 rows are scored (SOURCES.md §5c, a rule declared before
+# scoring), six of them Qwen3-30B-A3B, the fine-grained MoE commest predicts worst.
+ALL_ROWS_MEAN_PCT = 6.2
+# Megatron-Bridge's H100 tables (Llama 3 70B, Llama 3.1 405B, Qwen3-30B-A3B): issue 11's
+# per-family target 8 % is missed, 14.56 % today: the Llama rows are within 9.3 % (mean 3.95 %),
+# the six Qwen3 rows 30.5 % (FINE_GRAINED_MOE_ACCURACY).
+MBRIDGE_MEAN_PCT = 14.6
+MBRIDGE_LLAMA_MEAN_PCT = 4.0
 # MT-NLG 530B (Megatron-DeepSpeed on Selene, 2021): predicted by the compute speed fitted on
 # BigScience's 2022 sweep on Jean Zay (another team, cluster and year): issue 11's per-family
 # target 8 %; 6.32 % today (15.6 % before that constant; 4.27 % before misaligned attention heads
@@ -168,6 +175,24 @@ MTNLG_MEAN_PCT = 6.5
 # 8 %; 6.59 % today (10.49 % before attention's batched GEMMs ran on CUDA cores for the sweep's
 # head dim 150: 300-byte rows, not 16-byte aligned).
 BLOOM_MEAN_PCT = 7.0
+
+
+def test_megatron_bridge_rows_dense_within_target_fine_grained_moe_named(
+    report: ValidationReport,
+) -> None:
+    assert report.by_source["megatron_bridge_perf"].mean_abs_error_pct <= MBRIDGE_MEAN_PCT
+    llama = [r for r in report.rows if r.id.startswith("mbridge") and "llama" in r.id]
+    assert len(llama) == 9
+    assert sum(abs(r.error_pct) for r in llama) / len(llama) <= MBRIDGE_LLAMA_MEAN_PCT
+    # The warning an estimate of such a model carries says what validate says today.
+    fine = report.by_kind["fine-grained moe"]
+    errors = [r.error_pct for r in report.rows if "fine-grained moe" in r.kinds]
+    acc = FINE_GRAINED_MOE_ACCURACY
+    assert acc.runs == fine.rows == 6
+    assert acc.mean_abs_error_pct == pytest.approx(fine.mean_abs_error_pct, abs=0.05)
+    assert acc.mean_error_pct == pytest.approx(fine.mean_error_pct, abs=0.05)
+    assert acc.min_error_pct == pytest.approx(min(errors), abs=0.05)
+    assert acc.max_error_pct == pytest.approx(max(errors), abs=0.05)
 
 
 def test_korthikanti_table5_out_of_sample(report: ValidationReport) -> None:
