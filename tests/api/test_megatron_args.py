@@ -112,6 +112,15 @@ def test_llama3_8b_fp8_script_reads_gqa_swiglu_untied_and_distributed_optimizer(
     assert "grad_reduce_precision" not in req["training"]  # --grad-reduce-in-bf16
 
 
+def test_kv_channels_are_the_models_only_where_heads_are_wider_than_h_over_heads() -> None:
+    """The Llama 3 example states --kv-channels 128 = 4096 / 32: nothing new. Qwen3's shape
+    (32 heads of 128 on --hidden-size 2048) needs it, and the estimate then carries it."""
+    assert "kv_channels" not in parse_megatron_args(LLAMA3_8B_FP8).request["model"]
+    qwen = LLAMA3_8B_FP8.replace("--hidden-size 4096", "--hidden-size 2048")
+    qwen = qwen.replace("--num-query-groups 8", "--num-query-groups 4")
+    assert parse_megatron_args(qwen).request["model"]["kv_channels"] == 128
+
+
 def test_mixtral_script_reads_experts() -> None:
     req = parse_megatron_args(MIXTRAL_SMALL, vocab_size=32000).request
     assert req["model"]["moe_num_experts"] == 2
