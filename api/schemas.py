@@ -1081,8 +1081,9 @@ class EstimateResponse(_Out):
     iteration_time_range_s: tuple[float, float] | None = Field(
         validation_alias=AliasPath("estimate", "iteration_time_range_s"),
         description="[low, high]: the measured time if this estimate erred as the middle 80 % "
-        "of published runs of its kind of trainer did (out of sample; see validated); null in "
-        "paper fidelity",
+        "of published runs of its kind of trainer did (out of sample; see validated), widened "
+        "for MoE whose experts are narrower than the model to the least and greatest error of "
+        "such runs (see warnings); null in paper fidelity",
     )
     breakdown_s: Annotated[dict[str, float], BeforeValidator(_terms)] = Field(
         validation_alias=AliasPath("estimate", "breakdown")

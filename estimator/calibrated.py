@@ -156,6 +156,14 @@ class FineGrainedMoeAccuracy:
     min_error_pct: float
     max_error_pct: float
 
+    def measured_range_s(self, predicted_s: float) -> tuple[float, float]:
+        """The iteration times that put this prediction's error between the least and the
+        greatest of these runs' (there are too few of them for percentiles)."""
+        return (
+            predicted_s / (1.0 + self.max_error_pct / 100.0),
+            predicted_s / (1.0 + self.min_error_pct / 100.0),
+        )
+
 
 # ``commest validate`` today: Qwen3-30B-A3B on 16 H100s in six Megatron-Bridge releases (25.11 to
 # 26.06), whose same layout ran at 5,113 and 9,058 tokens/s/GPU in two of them.

@@ -191,10 +191,16 @@ class Estimate:
     @property
     def iteration_time_range_s(self) -> tuple[float, float] | None:
         """Where the measured iteration time would fall if this estimate erred as the middle
-        80 % of published runs of its kind of trainer did (``validated``); None without it."""
+        80 % of published runs of its kind of trainer did (``validated``), widened for MoE
+        with experts narrower than the model to the span of such runs' errors; None without
+        ``validated``."""
         if self.validated is None:
             return None
-        return self.validated.measured_range_s(self.iteration_time_s)
+        low, high = self.validated.measured_range_s(self.iteration_time_s)
+        if self.scenario.model.fine_grained_moe:
+            fine_low, fine_high = FINE_GRAINED_MOE_ACCURACY.measured_range_s(self.iteration_time_s)
+            low, high = min(low, fine_low), max(high, fine_high)
+        return low, high
 
     @property
     def iteration_time_s(self) -> float:

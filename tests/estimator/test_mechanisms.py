@@ -1607,3 +1607,13 @@ def test_fine_grained_moe_estimates_say_how_far_such_runs_were_off() -> None:
     assert f"the {acc.runs} such published runs" in warning
     assert f"{acc.min_error_pct:+.0f} %" in warning and f"{acc.max_error_pct:+.0f} %" in warning
     assert not any(w.startswith("experts narrower") for w in coarse.warnings)
+    # Its range spans those runs' errors (the kind's middle 80 % would claim far too much).
+    t = qwen.iteration_time_s
+    assert qwen.validated is not None and coarse.validated is not None
+    kind_low, kind_high = qwen.validated.measured_range_s(t)
+    low, high = qwen.iteration_time_range_s or (0.0, 0.0)
+    assert low == min(kind_low, t / (1 + acc.max_error_pct / 100))
+    assert high == t / (1 + acc.min_error_pct / 100) > 2.5 * t > kind_high
+    assert coarse.iteration_time_range_s == coarse.validated.measured_range_s(
+        coarse.iteration_time_s
+    )
