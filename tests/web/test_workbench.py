@@ -178,6 +178,33 @@ def test_a_typed_model_shape_starts_from_the_preset_and_is_sent(page: Page) -> N
     assert model["num_attention_heads"] == 40 and model["seq_length"] == 2048
 
 
+def test_a_custom_shape_keeps_what_the_form_does_not_edit(page: Page) -> None:
+    """From Qwen3-30B-A3B (GQA, gated MLP, 128 experts, heads 128 wide on h = 2048), a custom
+    shape edits the five fields and keeps the rest, and says so; otherwise it would silently
+    be another model."""
+    open_page(page)
+    fill_scenario(page, {**SMALL, "preset": "qwen3-30b-a3b"})
+    form = page.get_by_test_id("scenario")
+    expect(form).to_contain_text("heads 128 wide")
+    expect(form).to_contain_text("128 experts, 8 per token, 768 wide")
+    fill_scenario(page, {"preset": "__custom__"})
+    expect(page.get_by_test_id("shape-kept")).to_contain_text("4 KV groups, heads 128 wide")
+    fill_scenario(page, {"num_layers": "4"})
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    model = sent_json(answer.value)["model"]
+    assert model["num_layers"] == 4 and model["hidden_size"] == 2048
+    assert model["kv_channels"] == 128 and model["num_query_groups"] == 4
+    assert (model["moe_num_experts"], model["moe_top_k"], model["moe_ffn_hidden_size"]) == (
+        128,
+        8,
+        768,
+    )
+    assert model["swiglu"] is True and model["tied_embeddings"] is False
+    assert "num_parameters" not in model
+
+
 def test_an_invalid_scenario_shows_the_servers_problem(page: Page) -> None:
     open_page(page)
     fill_scenario(page, {**SMALL, "pipeline": "3"})  # 40 layers do not split over 3 stages

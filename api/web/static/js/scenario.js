@@ -11,6 +11,32 @@ export const SHAPE_FIELDS = [
   ["vocab_size", "vocabulary size"],
 ];
 export const CUSTOM = "__custom__";
+// Shape fields the form does not edit but a custom shape keeps from the preset it started from
+// (grouped-query attention, gated MLP, untied embeddings, MoE, heads wider than h / heads):
+// without them "custom" would silently be another model. The preset's own parameter count is
+// not kept: it would no longer match an edited shape.
+const KEPT_FIELDS = [
+  "ffn_hidden_size",
+  "swiglu",
+  "num_query_groups",
+  "tied_embeddings",
+  "moe_num_experts",
+  "moe_top_k",
+  "moe_every_k_layers",
+  "moe_ffn_hidden_size",
+  "kv_channels",
+];
+
+/** What a shape adds to the five edited fields, in words ("" for a plain GPT). */
+export function shapeExtras(spec) {
+  const out = [];
+  if (spec.num_query_groups && spec.num_query_groups !== spec.num_attention_heads) out.push(`${spec.num_query_groups} KV groups`);
+  if (spec.kv_channels) out.push(`heads ${spec.kv_channels} wide`);
+  if (spec.swiglu) out.push("gated MLP");
+  if (spec.moe_num_experts > 1) out.push(`${spec.moe_num_experts} experts, ${spec.moe_top_k} per token${spec.moe_ffn_hidden_size ? `, ${spec.moe_ffn_hidden_size} wide` : ""}`);
+  if (spec.tied_embeddings === false) out.push("untied embeddings");
+  return out.join(", ");
+}
 
 export const defaultScenario = {
   preset: "gpt3-175b",
@@ -35,7 +61,8 @@ const n = (v) => (v === "" || v === null || v === undefined ? v : Number(v));
 
 export function modelBody(s) {
   if (s.preset !== CUSTOM) return { preset: s.preset };
-  return Object.fromEntries(SHAPE_FIELDS.map(([k]) => [k, n(s.shape[k])]));
+  const kept = KEPT_FIELDS.filter((k) => s.shape[k] !== null && s.shape[k] !== undefined).map((k) => [k, s.shape[k]]);
+  return Object.fromEntries([...SHAPE_FIELDS.map(([k]) => [k, n(s.shape[k])]), ...kept]);
 }
 
 /** POST /v1/estimates (and /v1/timelines, /v1/traffic-matrices) body. */
@@ -95,7 +122,8 @@ export function ScenarioForm({ scenario: s, setScenario, catalog, onSubmit, acti
   const perNode = profile ? profile.gpus_per_node : null;
   const choosePreset = (key) => {
     if (key === CUSTOM) {
-      const shape = preset ? Object.fromEntries(SHAPE_FIELDS.map(([k]) => [k, preset.spec[k]])) : s.shape;
+      const fields = [...SHAPE_FIELDS.map(([k]) => k), ...KEPT_FIELDS];
+      const shape = preset ? Object.fromEntries(fields.map((k) => [k, preset.spec[k]])) : s.shape;
       set({ preset: CUSTOM, shape });
     } else set({ preset: key });
   };
@@ -106,10 +134,11 @@ export function ScenarioForm({ scenario: s, setScenario, catalog, onSubmit, acti
         <${Select} label="preset" name="preset" value=${s.preset} onChange=${choosePreset}
           options=${[...models.map((m) => [m.key, `${m.key} (${num(m.parameters / 1e9, 1)} B params)`]), [CUSTOM, "custom shape…"]]} />
         ${s.preset === CUSTOM
-          ? SHAPE_FIELDS.map(([k, text]) => html`<${NumberField} label=${text} name=${k} value=${s.shape[k]}
-              onInput=${(v) => set({ shape: { ...s.shape, [k]: v } })} />`)
+          ? html`${SHAPE_FIELDS.map(([k, text]) => html`<${NumberField} label=${text} name=${k} value=${s.shape[k]}
+              onInput=${(v) => set({ shape: { ...s.shape, [k]: v } })} />`)}
+              ${shapeExtras(s.shape) ? html`<p class="muted small" data-testid="shape-kept">kept from the preset: ${shapeExtras(s.shape)}</p>` : null}`
           : preset
-            ? html`<p class="muted small" title=${`source: ${preset.source}`}>${`${preset.spec.num_layers} layers, hidden size ${preset.spec.hidden_size}, ${preset.spec.num_attention_heads} heads, ${preset.spec.seq_length} tokens per sequence`}</p>`
+            ? html`<p class="muted small" title=${`source: ${preset.source}`}>${`${preset.spec.num_layers} layers, hidden size ${preset.spec.hidden_size}, ${preset.spec.num_attention_heads} heads, ${preset.spec.seq_length} tokens per sequence`}${shapeExtras(preset.spec) ? `; ${shapeExtras(preset.spec)}` : ""}</p>`
             : null}
       </fieldset>
       <fieldset disabled=${layoutFixed}>
