@@ -205,6 +205,25 @@ def test_a_custom_shape_keeps_what_the_form_does_not_edit(page: Page) -> None:
     assert "num_parameters" not in model
 
 
+def test_expert_parallelism_is_offered_for_moe_models_only(page: Page) -> None:
+    open_page(page)
+    fill_scenario(page, SMALL)  # gpt3-13b: dense
+    form = page.get_by_test_id("scenario")
+    expect(form.locator("[name=expert_parallel]")).to_have_count(0)
+    fill_scenario(page, {"preset": "mixtral-8x7b", "expert_parallel": "2"})
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    assert sent_json(answer.value)["layout"]["expert_parallel"] == 2
+    assert answer.value.json()["breakdown_s"]["expert"] > 0  # the all-to-alls of EP 2
+    fill_scenario(page, {"preset": "gpt3-13b"})  # back to dense: back to 1, field gone
+    expect(form.locator("[name=expert_parallel]")).to_have_count(0)
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    assert sent_json(answer.value)["layout"]["expert_parallel"] == 1
+
+
 def test_an_invalid_scenario_shows_the_servers_problem(page: Page) -> None:
     open_page(page)
     fill_scenario(page, {**SMALL, "pipeline": "3"})  # 40 layers do not split over 3 stages

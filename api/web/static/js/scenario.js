@@ -46,6 +46,7 @@ export const defaultScenario = {
   data: 24,
   virtual_stages: 1,
   context_parallel: 1,
+  expert_parallel: 1,
   sequence_parallel: false,
   zero_stage: 0,
   global_batch_size: 1536,
@@ -75,6 +76,7 @@ export function requestBody(s) {
       data: n(s.data),
       virtual_stages: n(s.virtual_stages),
       context_parallel: n(s.context_parallel),
+      expert_parallel: n(s.expert_parallel || 1),
       sequence_parallel: !!s.sequence_parallel,
       zero_stage: n(s.zero_stage),
     },
@@ -120,12 +122,17 @@ export function ScenarioForm({ scenario: s, setScenario, catalog, onSubmit, acti
   const profile = (catalog.profiles || []).find((p) => p.name === s.profile);
   const gpus = gpuCount(s);
   const perNode = profile ? profile.gpus_per_node : null;
+  const spec = s.preset === CUSTOM ? s.shape : preset ? preset.spec : {};
+  const moe = Number(spec.moe_num_experts) > 1;
   const choosePreset = (key) => {
+    const next = models.find((m) => m.key === key);
+    // Expert parallelism only means something for a MoE model: a dense one goes back to 1.
+    const ep = next && !(next.spec.moe_num_experts > 1) ? { expert_parallel: 1 } : {};
     if (key === CUSTOM) {
       const fields = [...SHAPE_FIELDS.map(([k]) => k), ...KEPT_FIELDS];
       const shape = preset ? Object.fromEntries(fields.map((k) => [k, preset.spec[k]])) : s.shape;
       set({ preset: CUSTOM, shape });
-    } else set({ preset: key });
+    } else set({ preset: key, ...ep });
   };
   return html`
     <form class="scenario" data-testid="scenario" onSubmit=${(e) => { e.preventDefault(); onSubmit(); }}>
@@ -154,6 +161,10 @@ export function ScenarioForm({ scenario: s, setScenario, catalog, onSubmit, acti
           <${NumberField} label="context cp" name="context_parallel" value=${s.context_parallel} onInput=${(v) => set({ context_parallel: v })} hint="context-parallel ranks (sequence split across GPUs); GPUs = p·t·d·cp" />
           <${Select} label="ZeRO stage" name="zero_stage" value=${String(s.zero_stage)} onChange=${(v) => set({ zero_stage: v })} options=${[["0", "0 (none)"], ["1", "1"], ["2", "2"], ["3", "3"]]} />
         </div>
+        ${moe
+          ? html`<${NumberField} label="experts ep" name="expert_parallel" value=${s.expert_parallel || 1} onInput=${(v) => set({ expert_parallel: v })}
+              hint=${`expert-parallel ranks: the ${spec.moe_num_experts} experts split over ep of the d·cp data ranks (ep divides d·cp and the expert count)`} />`
+          : null}
         <label class="check"><input type="checkbox" name="sequence_parallel" checked=${s.sequence_parallel}
           onChange=${(e) => set({ sequence_parallel: e.currentTarget.checked })} /> sequence parallelism</label>
       </fieldset>
