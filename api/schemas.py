@@ -552,6 +552,12 @@ class TrafficMatrixRequest(EstimateRequest):
     )
 
 
+#: Sizes of one kind of parallelism for a plan to sweep (1 to 16 of them).
+ParallelSizes = Annotated[
+    list[Annotated[int, Field(ge=1, le=MAX_COUNT)]] | None, Field(min_length=1, max_length=16)
+]
+
+
 class PlanConstraints(_In):
     """What a plan may sweep; each list narrows (or widens) the swept values."""
 
@@ -582,13 +588,17 @@ class PlanConstraints(_In):
         max_length=len(Precision),
         description="precisions to sweep (default: training.precision); each layout names its own",
     )
-    context_parallel: list[Annotated[int, Field(ge=1, le=MAX_COUNT)]] | None = Field(
+    context_parallel: ParallelSizes = Field(
         None,
-        min_length=1,
-        max_length=16,
         description="context-parallel sizes to sweep; default: 1, plus the powers of two that "
         "divide gpus and keep >= 4096 tokens per rank when seq_length >= 16384 (detailed "
         "fidelity; docs/design.md, Planner candidates)",
+    )
+    expert_parallel: ParallelSizes = Field(
+        None,
+        description="expert-parallel sizes to sweep (each divides the expert count; a layout "
+        "takes those that divide its d·cp); default: 1, and for a MoE model every power of two "
+        "that divides the expert count and gpus (detailed fidelity)",
     )
 
 
@@ -1161,6 +1171,7 @@ class PlanLayoutOut(_LayoutShape, _Out):
     micro_batch_size: int
     recompute: Recompute
     context_parallel: int = 1
+    expert_parallel: int = 1
     precision: Precision = Precision.FP16
 
 
@@ -1198,6 +1209,9 @@ class PlanResponse(_Out):
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE
     context_parallel: list[int] = Field(
         default_factory=lambda: [1], description="the context-parallel sizes swept"
+    )
+    expert_parallel: list[int] = Field(
+        default_factory=lambda: [1], description="the expert-parallel sizes swept"
     )
 
 

@@ -191,13 +191,16 @@ def enumerate_layouts(
     max_tensor: int | None = None,
     max_layouts: int = 2_000_000,
     context_parallel: Sequence[int] = (1,),
+    expert_parallel: Sequence[int] = (1,),
     tensor_within_node: int | None = None,
     counted: int = 0,
 ) -> LayoutArrays:
-    """Every layout of ``gpus`` GPUs that the layout rules (docs/design.md §3) admit (ep = 1).
+    """Every layout of ``gpus`` GPUs that the layout rules (docs/design.md §3) admit.
 
     One pass per context-parallel size in ``context_parallel`` (p·t·d·cp = gpus; cp must divide
-    ``gpus`` and the sequence, and SP needs the sequence divisible by t·cp).
+    ``gpus`` and the sequence, and SP needs the sequence divisible by t·cp). Each layout once
+    per expert-parallel size in ``expert_parallel`` that divides its d·cp (every size must
+    divide the model's expert count; above 1 only for a MoE model).
     ``tensor_within_node``: the GPUs per node, when t must divide it (a TP group inside one
     node). ``max_layouts`` caps them all, with the ``counted`` layouts of other passes of the
     same plan (one per precision).
@@ -211,6 +214,15 @@ def enumerate_layouts(
                 "context_parallel",
                 list(sizes),
                 f"each must divide gpus={gpus} and seq_length={model.seq_length}",
+            )
+    eps = sorted(set(expert_parallel))
+    for ep in eps:
+        if ep <= 0 or model.moe_num_experts % ep or (ep > 1 and not model.is_moe):
+            raise ValidationError(
+                "expert_parallel",
+                list(eps),
+                f"each must divide moe_num_experts={model.moe_num_experts} (above 1 only for "
+                "a MoE model)",
             )
     parts: list[LayoutArrays] = []
     total = counted
@@ -236,8 +248,19 @@ def enumerate_layouts(
             keep = ~((cols["sp"] == 1.0) & (np.mod(model.seq_length / (cols["t"] * cp), 1.0) > 0))
             part = part.take(np.flatnonzero(keep))
             part.columns["cp"][:] = float(cp)
-        parts.append(part)
-        total += len(part)  # (after the SP filter: what is kept is what costs)
+        for ep in eps:
+            # Experts shard the data(-context) ranks: ep divides d·cp (Megatron-Core).
+            share = part.columns["d"] * float(cp)
+            chosen = part if ep == 1 else part.take(np.flatnonzero(np.mod(share, ep) == 0.0))
+            if ep > 1:
+                chosen.columns["ep"][:] = float(ep)
+            if ep > 1 and total + len(chosen) > max_layouts:
+                raise LimitError(
+                    f"{total + len(chosen):,} valid layouts for gpus={gpus} exceed the cap of "
+                    f"{max_layouts:,}; narrow the options (expert_parallel)"
+                )
+            parts.append(chosen)
+            total += len(chosen)  # (after the SP filter: what is kept is what costs)
     if len(parts) == 1:
         return parts[0]
     return LayoutArrays({k: np.concatenate([p.columns[k] for p in parts]) for k in COLUMNS})

@@ -192,6 +192,7 @@ def plan_rows(layouts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "t": layout.get("tensor"),
                 "d": layout.get("data"),
                 "cp": layout.get("context_parallel", 1),
+                "ep": layout.get("expert_parallel", 1),
                 "v": layout.get("virtual_stages"),
                 "sp": layout.get("sequence_parallel"),
                 "zero": layout.get("zero_stage"),

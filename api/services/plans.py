@@ -127,6 +127,39 @@ def context_parallel_sizes(
     return sizes
 
 
+def expert_parallel_sizes(
+    model: ModelSpec, gpus: int, fidelity: Fidelity, given: list[int] | None
+) -> list[int]:
+    """The EP sizes to sweep: those given (each checked), else 1 and, for a MoE model in
+    detailed fidelity, every power of two that divides the expert count and ``gpus`` (each
+    layout then takes the sizes that divide its d·cp). Paper fidelity has no expert term."""
+    experts = model.moe_num_experts
+    if given is not None:
+        sizes = sorted(set(given))
+        if sizes != [1] and (fidelity is Fidelity.PAPER or not model.is_moe):
+            raise ValidationError(
+                "expert_parallel",
+                given,
+                "needs a MoE model (model.moe_num_experts > 1) and detailed fidelity",
+            )
+        for ep in sizes:
+            if experts % ep or gpus % ep:
+                raise ValidationError(
+                    "expert_parallel",
+                    given,
+                    f"each must divide moe_num_experts={experts} and gpus={gpus}",
+                )
+        return sizes
+    if fidelity is Fidelity.PAPER or not model.is_moe:
+        return [1]
+    sizes, ep = [1], 2
+    while ep <= gpus:
+        if experts % ep == 0 and gpus % ep == 0:
+            sizes.append(ep)
+        ep *= 2
+    return sizes
+
+
 _RECOMPUTE_BY_CODE = {0: Recompute.NONE, 1: Recompute.SELECTIVE, 2: Recompute.FULL}
 
 
@@ -139,6 +172,8 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
         model, request.gpus, request.fidelity, request.context_parallel
     )
     options["context_parallel"] = tuple(cp_sizes)
+    ep_sizes = expert_parallel_sizes(model, request.gpus, request.fidelity, request.expert_parallel)
+    options["expert_parallel"] = tuple(ep_sizes)
     clusters = [
         cluster_spec(cluster=request.cluster, precision=t.precision, profiles=profiles)
         for t in trainings
@@ -181,7 +216,7 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
         ranked=request.top_k,
     )
     top = order[: request.top_k]
-    cols = {name: res.layouts.columns[name][top] for name in ("p", "t", "d", "b", "v", "cp")}
+    cols = {name: res.layouts.columns[name][top] for name in ("p", "t", "d", "b", "v", "cp", "ep")}
     flags = {name: res.layouts.columns[name][top] for name in ("sp", "zero", "recompute")}
     iteration = res.iteration_s[top]
     memory = res.memory_bytes[top]
@@ -212,6 +247,7 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
                         micro_batch_size=b,
                         recompute=_RECOMPUTE_BY_CODE[int(flags["recompute"][i])],
                         context_parallel=int(cols["cp"][i]),
+                        expert_parallel=int(cols["ep"][i]),
                         precision=precision_of[int(top[i])],
                     ),
                     iteration_time_s=float(iteration[i]),
@@ -244,7 +280,7 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
         )
     assumptions = [
         *cluster.notes,
-        "layouts with expert_parallel = 1, rank order tp-cp-dp-pp; feasible (fits in the GPU "
+        "rank order tp-cp-dp-pp; feasible (fits in the GPU "
         f"memory less {100 * request.memory_headroom:g}% headroom) first, then by iteration "
         f"time; times within {100 * request.tie_tolerance:g}% of a group's fastest are one "
         "group, ordered by t within a node, then fewer communication seconds",
@@ -254,6 +290,13 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
             if request.context_parallel is not None
             else f" (CP from seq_length >= {CP_FROM_SEQ_LENGTH} with detailed fidelity, "
             f">= {CP_MIN_TOKENS_PER_RANK} tokens per rank)"
+        ),
+        f"expert_parallel swept: {ep_sizes}"
+        + (
+            ""
+            if request.expert_parallel is not None or not model.is_moe
+            else " (for a MoE model: the powers of two dividing its experts and the GPUs; a "
+            "layout takes those dividing its d·cp)"
         ),
         f"swept: {', '.join(f'{k}={v}' for k, v in sorted(options.items()))}",
     ]
@@ -277,4 +320,5 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
         ),
         tie_tolerance=request.tie_tolerance,
         context_parallel=cp_sizes,
+        expert_parallel=ep_sizes,
     )

@@ -87,6 +87,7 @@ def test_plan_request_schema_names_the_grouped_constraints(client: TestClient) -
         "tensor_within_node",
         "precision",
         "context_parallel",
+        "expert_parallel",
     }
     assert set(grouped) <= set(plan)  # or at the top level
     assert "tie_tolerance" in plan

@@ -35,6 +35,16 @@ def _plan(client: TestClient, body: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _estimate_of(plan: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """The estimate request of a planned layout: its training fields back under training."""
+    lay = dict(entry["layout"])
+    training = {**plan["training"], **{k: lay.pop(k) for k in TRAINING_FIELDS}}
+    return {**plan, "layout": lay, "training": training}
+
+
+TRAINING_FIELDS = ("micro_batch_size", "recompute", "precision")
+
+
 def _key(entry: dict[str, Any]) -> tuple[Any, ...]:
     lay = entry["layout"]
     return tuple(sorted(lay.items()))
@@ -93,18 +103,59 @@ def test_a_plan_layout_with_cp_estimates_the_same_as_the_estimate_endpoint(
 ) -> None:
     body = _plan(client, {**LONG, "top_k": 10_000})
     entry = next(e for e in body["layouts"] if e["layout"]["context_parallel"] == 4)
-    lay = dict(entry["layout"])
-    training = {
-        **LONG["training"],
-        "micro_batch_size": lay.pop("micro_batch_size"),
-        "recompute": lay.pop("recompute"),
-        "precision": lay.pop("precision"),
-    }
-    request = {**LONG, "layout": lay, "training": training}
-    estimate = client.post("/v1/estimates", json=request)
+    estimate = client.post("/v1/estimates", json=_estimate_of(LONG, entry))
     assert estimate.status_code == 200, estimate.text
     assert estimate.json()["iteration_time_s"] == pytest.approx(entry["iteration_time_s"])
     assert estimate.json()["memory"]["total_bytes"] == pytest.approx(entry["memory_bytes"])
+
+
+# --------------------------------------------------------------------------- expert parallel
+
+#: a MoE model (Mixtral's shape on 8 layers): expert parallelism is proposed
+MOE: dict[str, Any] = {
+    "model": {"preset": "mixtral-8x7b", "num_layers": 8, "seq_length": 4096},
+    "training": {"global_batch_size": 64},
+    "cluster": {"profile": "dgx-h100-nominal"},
+    "gpus": 16,
+}
+
+
+def test_expert_parallel_candidates_for_a_moe_model(client: TestClient) -> None:
+    """8 experts on 16 GPUs: EP 1, 2, 4 and 8 swept, each layout taking the sizes that divide
+    its d·cp; one of them estimates as the estimate endpoint does."""
+    body = _plan(client, {**MOE, "top_k": 10_000})
+    assert body["expert_parallel"] == [1, 2, 4, 8]
+    assert {e["layout"]["expert_parallel"] for e in body["layouts"]} == {1, 2, 4, 8}
+    for entry in body["layouts"]:
+        lay = entry["layout"]
+        assert (lay["data"] * lay["context_parallel"]) % lay["expert_parallel"] == 0
+    assert any("expert_parallel swept: [1, 2, 4, 8]" in a for a in body["assumptions"])
+    entry = next(e for e in body["layouts"] if e["layout"]["expert_parallel"] == 4)
+    estimate = client.post("/v1/estimates", json=_estimate_of(MOE, entry))
+    assert estimate.status_code == 200, estimate.text
+    assert estimate.json()["iteration_time_s"] == pytest.approx(entry["iteration_time_s"])
+    assert estimate.json()["memory"]["total_bytes"] == pytest.approx(entry["memory_bytes"])
+
+
+def test_expert_parallel_sizes_may_be_given_and_are_checked(client: TestClient) -> None:
+    body = _plan(client, {**MOE, "constraints": {"expert_parallel": [2]}, "top_k": 10_000})
+    assert body["expert_parallel"] == [2]
+    assert {e["layout"]["expert_parallel"] for e in body["layouts"]} == {2}
+    for bad in ([3], [16]):  # 3 does not divide 8 experts; 16 does not either
+        assert_problem(
+            client.post("/v1/plans", json={**MOE, "expert_parallel": bad}),
+            422,
+            field="expert_parallel",
+        )
+    dense = _plan(client, SMALL)
+    assert dense["expert_parallel"] == [1]
+    assert_problem(
+        client.post("/v1/plans", json={**SMALL, "expert_parallel": [2]}),
+        422,
+        field="expert_parallel",
+    )
+    paper = _plan(client, {**MOE, "fidelity": "paper"})
+    assert paper["expert_parallel"] == [1]
 
 
 def test_no_context_parallel_for_a_2k_sequence(client: TestClient) -> None:

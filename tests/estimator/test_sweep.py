@@ -21,7 +21,7 @@ from estimator import (
     plan,
 )
 from estimator import sweep as sweep_module
-from estimator.errors import LimitError
+from estimator.errors import LimitError, ValidationError
 from estimator.presets import model_preset
 
 RECOMPUTE = {0.0: Recompute.NONE, 1.0: Recompute.SELECTIVE, 2.0: Recompute.FULL}
@@ -182,3 +182,35 @@ def test_heads_wider_than_the_model_agree_between_sweep_and_single_estimate(
         single = estimate(_scenario(qwen, cluster, 64, row, Fidelity.DETAILED))
         assert single.iteration_time_s == sweep.iteration_s[i], row
         assert single.memory.total_bytes == sweep.memory_bytes[i], row
+
+
+def test_expert_parallel_sizes_are_swept_where_they_divide_d_cp_and_agree_bit_for_bit(
+    cluster: ClusterSpec,
+) -> None:
+    """Each layout once per EP size dividing its d·cp; the vectorised pass prices EP (its
+    all-to-alls, expert shards, expert data-parallel group) exactly as the single estimate."""
+    moe = dataclasses.replace(model_preset("mixtral-8x7b"), num_layers=8)
+    tr = TrainingSpec(global_batch_size=64)
+    plain = enumerate_layouts(moe, tr, 16)
+    layouts = enumerate_layouts(moe, tr, 16, expert_parallel=(1, 2, 4, 8))
+    ep, d = layouts.columns["ep"], layouts.columns["d"]
+    assert set(ep) == {1.0, 2.0, 4.0, 8.0}
+    assert np.all(np.mod(d, ep) == 0.0)
+    assert int(np.sum(ep == 1.0)) == len(plain)
+    assert int(np.sum(ep == 8.0)) == int(np.sum(np.mod(plain.columns["d"], 8.0) == 0.0))
+    sweep = evaluate_layouts(moe, tr, cluster, layouts)
+    for i in np.flatnonzero(ep > 1.0)[::5]:
+        row = {k: v[i] for k, v in layouts.columns.items()}
+        row |= {"sg": 1.0, "overlap_dp": 0.0, "overlap_tp": 0.0}
+        scenario = _scenario(moe, cluster, 64, row, Fidelity.DETAILED)
+        scenario = dataclasses.replace(
+            scenario,
+            layout=dataclasses.replace(scenario.layout, expert_parallel=int(row["ep"])),
+        )
+        single = estimate(scenario)
+        assert single.iteration_time_s == sweep.iteration_s[i], row
+        assert single.memory.total_bytes == sweep.memory_bytes[i], row
+    with pytest.raises(ValidationError, match="moe_num_experts"):
+        enumerate_layouts(moe, tr, 16, expert_parallel=(3,))
+    with pytest.raises(ValidationError, match="MoE"):
+        enumerate_layouts(model_preset("llama3-8b"), tr, 16, expert_parallel=(2,))

@@ -278,6 +278,28 @@ def test_a_planned_layout_loads_into_the_estimate_view(page: Page) -> None:
     )
 
 
+def test_a_moe_plan_sweeps_expert_parallelism_and_loads_it(page: Page) -> None:
+    """Mixtral on 16 GPUs: the plan names each layout's ep, and "Estimate this" carries it into
+    the form and the request."""
+    open_page(page)
+    fill_scenario(page, {**SMALL, "preset": "mixtral-8x7b"})
+    page.get_by_test_id("tab-plan").click()
+    page.locator("[data-testid=plan-view] input[name=gpus]").fill("16")
+    with page.expect_response(lambda r: r.url.endswith("/v1/plans")) as answer:
+        page.get_by_test_id("plan-submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    plan = answer.value.json()
+    assert plan["expert_parallel"] == [1, 2, 4, 8]
+    best = plan["layouts"][0]["layout"]
+    assert best["expert_parallel"] > 1  # sharding the experts wins here
+    expect(page.get_by_test_id("plan-row").first).to_contain_text(f"ep{best['expert_parallel']}")
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as estimate:
+        page.get_by_test_id("load-layout").first.click()
+    assert sent_json(estimate.value)["layout"]["expert_parallel"] == best["expert_parallel"]
+    form = page.get_by_test_id("scenario")
+    expect(form.locator("[name=expert_parallel]")).to_have_value(str(best["expert_parallel"]))
+
+
 def test_two_planned_layouts_side_by_side_term_by_term(page: Page) -> None:
     plan = plan_small(page)
     picks = page.get_by_test_id("compare-pick")
