@@ -5,23 +5,17 @@ from __future__ import annotations
 from functools import cache
 
 from api.schemas import FrameworkPresetOut, GpuPresetOut, Members, ModelPresetOut
-from estimator import megatron_parameters
+from estimator.flops import model_parameters
 from estimator.frameworks import FRAMEWORK_NAMES, FRAMEWORK_PRESETS, framework_preset
 from estimator.presets import GPU_PRESETS, MODEL_PRESETS
 
 
 @cache
 def model_presets() -> tuple[ModelPresetOut, ...]:
-    """GET /v1/presets/models: with the parameter count the engine computes (or the stated)."""
+    """GET /v1/presets/models: with the parameter count an estimate of it reports (its layer
+    shapes: GQA, gated MLP, MoE, untied embeddings, head width; or the count it states)."""
     return tuple(
-        ModelPresetOut.model_validate(
-            Members(
-                preset,
-                parameters=megatron_parameters(preset.spec)
-                if preset.spec.num_parameters is None
-                else float(preset.spec.num_parameters),
-            )
-        )
+        ModelPresetOut.model_validate(Members(preset, parameters=model_parameters(preset.spec)))
         for preset in MODEL_PRESETS.values()
     )
 

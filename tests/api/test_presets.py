@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from estimator.flops import model_parameters
 from estimator.presets import GPU_PRESETS, MODEL_PRESETS
 
 
@@ -16,6 +17,12 @@ def test_model_presets_list_every_preset_with_its_shape(client: TestClient) -> N
     assert gpt3["spec"]["num_layers"] == 96 and gpt3["spec"]["hidden_size"] == 12288
     assert 170e9 < gpt3["parameters"] < 180e9
     assert gpt3["source"]
+    # The count an estimate reports, from the layer shapes (not SC21 eq. 2, which knows neither
+    # GQA nor gated MLPs nor experts): Mixtral's 46.7B, Qwen3-30B-A3B's 30.5B.
+    for key in ("mixtral-8x7b", "qwen3-30b-a3b", "llama3-70b"):
+        preset = by_key[key]
+        assert preset["parameters"] == model_parameters(MODEL_PRESETS[key].spec), key
+        assert abs(preset["parameters"] / preset["published_parameters"] - 1.0) < 0.02, key
 
 
 def test_gpu_presets_give_peak_tflops_per_precision(client: TestClient) -> None:
