@@ -106,6 +106,12 @@ def fitted_for_gpu(gpu_model: str | None) -> FittedCompute | None:
 ACCURACY_WARNING_PCT = 8.0
 
 
+def _measured_range_s(predicted_s: float, low_pct: float, high_pct: float) -> tuple[float, float]:
+    """The measured times that put a prediction's signed error (predicted - measured) /
+    measured between ``low_pct`` and ``high_pct``: measured = predicted / (1 + error)."""
+    return predicted_s / (1.0 + high_pct / 100.0), predicted_s / (1.0 + low_pct / 100.0)
+
+
 @dataclass(frozen=True, slots=True)
 class ValidatedAccuracy:
     """How the detailed model did on the published runs of one kind of trainer, out of sample
@@ -127,11 +133,8 @@ class ValidatedAccuracy:
 
     def measured_range_s(self, predicted_s: float) -> tuple[float, float]:
         """The iteration times that put this prediction's error between the 10th and 90th
-        percentile of the kind's published runs: measured = predicted / (1 + error)."""
-        return (
-            predicted_s / (1.0 + self.error_p90_pct / 100.0),
-            predicted_s / (1.0 + self.error_p10_pct / 100.0),
-        )
+        percentile of the kind's published runs."""
+        return _measured_range_s(predicted_s, self.error_p10_pct, self.error_p90_pct)
 
 
 # ``commest validate`` today, keyed by ``estimator.frameworks.trainer_kind``.
@@ -159,10 +162,7 @@ class FineGrainedMoeAccuracy:
     def measured_range_s(self, predicted_s: float) -> tuple[float, float]:
         """The iteration times that put this prediction's error between the least and the
         greatest of these runs' (there are too few of them for percentiles)."""
-        return (
-            predicted_s / (1.0 + self.max_error_pct / 100.0),
-            predicted_s / (1.0 + self.min_error_pct / 100.0),
-        )
+        return _measured_range_s(predicted_s, self.min_error_pct, self.max_error_pct)
 
 
 # ``commest validate`` today: Qwen3-30B-A3B on 16 H100s in six Megatron-Bridge releases (25.11 to

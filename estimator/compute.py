@@ -457,7 +457,11 @@ def layer_times(
     # Element-wise bytes per pass: Korthikanti et al. 2022 Table 2 (sbh·(10 + 24/t), SP 34/t;
     # the s² attention part 5as/(ht) without FlashAttention), scaled to β bytes.
     sbh = tokens * h
-    linear_part = (sp * 34.0 / t + (1.0 - sp) * (10.0 + 24.0 / t)) * sbh * (beta / 2.0)
+    # Q, K, V and the projection's input at the heads' width (kv_channels; 0 when it is h).
+    wide = (hq / h - 1.0) * ATTENTION_WIDTH_SBH
+    linear_part = (sp * (34.0 + wide) / t + (1.0 - sp) * (10.0 + (24.0 + wide) / t)) * (
+        sbh * (beta / 2.0)
+    )
     if moe:
         # Of those, the FFN-width tensors (the activation's input and the second linear's
         # input, 16sbh/t) exist once per routed copy and at the expert width: the experts run
@@ -465,8 +469,6 @@ def layer_times(
         # each expert's MLP on its permuted tokens).
         copies = float(model.moe_top_k) * float(model.expert_ffn) / float(model.ffn)
         linear_part = linear_part + (copies - 1.0) * MOE_FFN_WIDTH_SBH / t * sbh * (beta / 2.0)
-    if hq != h:
-        linear_part = linear_part + (hq / h - 1.0) * ATTENTION_WIDTH_SBH / t * sbh * (beta / 2.0)
     attention_part = (0.0 if flash else 5.0 * heads * s / (h * t)) * sbh * (beta / 2.0)
     gamma = roof.elementwise_factor
     elementwise_attention = roof.traffic_s(attention_part, gamma)

@@ -182,7 +182,6 @@ def _open(
     source: str,
     experts: int = 1,
     top_k: int = 1,
-    expert_ffn: int | None = None,
     kv_channels: int | None = None,
 ) -> ModelPreset:
     spec = ModelSpec(
@@ -197,7 +196,7 @@ def _open(
         tied_embeddings=False,
         moe_num_experts=experts,
         moe_top_k=top_k,
-        moe_ffn_hidden_size=(expert_ffn or ffn) if experts > 1 else None,
+        moe_ffn_hidden_size=ffn if experts > 1 else None,
         kv_channels=kv_channels,
         name=key,
     )

@@ -248,9 +248,8 @@ def enumerate_layouts(
             keep = ~((cols["sp"] == 1.0) & (np.mod(model.seq_length / (cols["t"] * cp), 1.0) > 0))
             part = part.take(np.flatnonzero(keep))
             part.columns["cp"][:] = float(cp)
+        share = part.columns["d"] * float(cp)  # experts shard the d·cp ranks (Megatron-Core)
         for ep in eps:
-            # Experts shard the data(-context) ranks: ep divides d·cp (Megatron-Core).
-            share = part.columns["d"] * float(cp)
             chosen = part if ep == 1 else part.take(np.flatnonzero(np.mod(share, ep) == 0.0))
             if ep > 1:
                 chosen.columns["ep"][:] = float(ep)

@@ -130,25 +130,17 @@ def context_parallel_sizes(
 def expert_parallel_sizes(
     model: ModelSpec, gpus: int, fidelity: Fidelity, given: list[int] | None
 ) -> list[int]:
-    """The EP sizes to sweep: those given (each checked), else 1 and, for a MoE model in
-    detailed fidelity, every power of two that divides the expert count and ``gpus`` (each
-    layout then takes the sizes that divide its d·cp). Paper fidelity has no expert term."""
+    """The EP sizes to sweep: those given, else 1 and, for a MoE model in detailed fidelity,
+    every power of two that divides the expert count and ``gpus`` (each layout then takes the
+    sizes that divide its d·cp). Paper fidelity has no expert term. ``enumerate_layouts``
+    checks the sizes against the model."""
     experts = model.moe_num_experts
     if given is not None:
         sizes = sorted(set(given))
-        if sizes != [1] and (fidelity is Fidelity.PAPER or not model.is_moe):
-            raise ValidationError(
-                "expert_parallel",
-                given,
-                "needs a MoE model (model.moe_num_experts > 1) and detailed fidelity",
-            )
-        for ep in sizes:
-            if experts % ep or gpus % ep:
-                raise ValidationError(
-                    "expert_parallel",
-                    given,
-                    f"each must divide moe_num_experts={experts} and gpus={gpus}",
-                )
+        if sizes != [1] and fidelity is Fidelity.PAPER:
+            raise ValidationError("expert_parallel", given, "paper fidelity has no expert term")
+        if any(gpus % ep for ep in sizes):
+            raise ValidationError("expert_parallel", given, f"each must divide gpus={gpus}")
         return sizes
     if fidelity is Fidelity.PAPER or not model.is_moe:
         return [1]
