@@ -213,6 +213,13 @@ class LayoutIn(_In, _LayoutShape):
 
     context_parallel: Count = 1
     expert_parallel: int = 1
+    expert_tensor_parallel: Count | None = Field(
+        None,
+        description="the experts' own tensor parallelism (Megatron-Core's "
+        "--expert-tensor-parallel-size): left out, the layer's tensor; 1 runs each expert "
+        "whole, its expert-parallel group spanning the stage's tensor·data·cp ranks "
+        "(parallel folding; needs sequence_parallel under tensor > 1)",
+    )
     rank_order: str = "tp-dp-pp"
     scatter_gather: bool = True
     overlap_dp: bool = False

@@ -314,11 +314,14 @@ def layer_times(
     imbalance: float,
     ep: Num,
     fp8_gather: bool = False,
+    experts_folded: Num = 0.0,
 ) -> LayerTimes:
     """Per-operation times of one (dense or MoE) layer for a micro-batch of b sequences.
 
     ``fp8_gather``: FP8 casts of the sequence-parallel inputs happen on the shard, before their
-    all-gather (torchao float8 TP; ``Framework.tp_fp8_all_gather``).
+    all-gather (torchao float8 TP; ``Framework.tp_fp8_all_gather``). ``experts_folded``: 1 where
+    the experts run whole (expert tensor parallelism 1 under t > 1, sequence parallel): each
+    rank routes its sequence shard's tokens, and its local experts' GEMMs are expert_ffn wide.
     """
     h, kv, s = float(model.hidden_size), float(model.kv_hidden), float(model.seq_length)
     hq = float(model.attention_width)  # Q's and the attention output's width (h by default)
@@ -380,21 +383,27 @@ def layer_times(
         e = float(model.moe_num_experts)
         f_e = float(model.expert_ffn)
         local = e / ep
-        rows = imbalance * ep * tokens * float(model.moe_top_k) / e  # tokens per local expert
-        fc1 = lin(gated * f_e / t, h, local, rows)
-        fc2 = lin(h, f_e / t, local, rows)
-        sac_ffn = lin(f_e / t, h, local, rows) if model.swiglu else fc2
-        router = gemm_s(roof, tokens, e, h, operand_bytes=beta, peak=hi_peak, utilization=u)
+        # Tokens this rank routes and its experts' TP: all b·s/cp (gathered over TP) at TP t,
+        # or folded the sequence shard at TP 1 (the same FLOPs, in fewer, wider GEMMs).
+        routed, et = tokens, t
+        if not isinstance(experts_folded, float) or experts_folded:  # a 0/1 flag
+            et = t - experts_folded * (t - 1.0)
+            routed = tokens / (experts_folded * t + (1.0 - experts_folded))
+        rows = imbalance * ep * routed * float(model.moe_top_k) / e  # tokens per local expert
+        fc1 = lin(gated * f_e / et, h, local, rows)
+        fc2 = lin(h, f_e / et, local, rows)
+        sac_ffn = lin(f_e / et, h, local, rows) if model.swiglu else fc2
+        router = gemm_s(roof, routed, e, h, operand_bytes=beta, peak=hi_peak, utilization=u)
         # Permute before dispatch and un-permute after combine: read + write each token copy.
-        permute_bytes = 2.0 * 2.0 * tokens * float(model.moe_top_k) * h * beta
+        permute_bytes = 2.0 * 2.0 * routed * float(model.moe_top_k) * h * beta
         extra = extra + router + roof.stream_s(permute_bytes)
         if fp8:
             # Each local expert's FC1 and FC2 on its rows: inputs h and f_e/t, gradients
             # gated·f_e/t and h (the token rows are gathered, not the casts).
-            cast_fwd_bytes = cast_fwd_bytes + local * rows * (h + f_e / t) * FP8_CAST_BYTES
+            cast_fwd_bytes = cast_fwd_bytes + local * rows * (h + f_e / et) * FP8_CAST_BYTES
             cast_bwd_bytes = cast_bwd_bytes + local * rows * (
-                (h + f_e / t) * FP8_TRANSPOSE_COPY_BYTES
-                + (gated * f_e / t + h) * FP8_CAST_TRANSPOSE_BYTES
+                (h + f_e / et) * FP8_TRANSPOSE_COPY_BYTES
+                + (gated * f_e / et + h) * FP8_CAST_TRANSPOSE_BYTES
             )
     else:
         f = float(model.ffn)

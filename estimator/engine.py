@@ -226,6 +226,7 @@ def layout_vars(scenario: Scenario) -> LayoutVars:
         v=float(lay.virtual_stages),
         cp=float(lay.context_parallel),
         ep=float(lay.expert_parallel),
+        ef=1.0 if lay.experts_folded else 0.0,
         recompute=float(RECOMPUTE_CODE[tr.recompute]),
         sp=1.0 if lay.sequence_parallel else 0.0,
         zero=float(lay.zero_stage),
@@ -734,7 +735,16 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
             "element-wise bytes per routed copy at the expert width, expert GEMMs of "
             f"ep·b·s·top_k/E tokens per local expert scaled by the load factor {load:g} "
             + ("(given)" if tr.moe_capacity_factor else "(balanced routing assumed)")
-            + "; 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer"
+            + "; 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer, exposed"
+            + (
+                f"; experts folded over TP (expert_tensor_parallel 1): each expert whole, "
+                f"expert-parallel groups of {lay.expert_parallel} consecutive ranks of a "
+                f"stage's tensor·data·cp, tokens routed from the sequence shard (no TP gather "
+                f"of routed tokens), expert gradients reduced over "
+                f"{lay.tensor * lay.data * lay.context_parallel // lay.expert_parallel} ranks"
+                if lay.experts_folded
+                else ""
+            )
             + (
                 "; TP overlap hides a MoE layer's attention collectives under the attention "
                 "GEMMs only (none for the experts)"

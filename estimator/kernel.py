@@ -145,6 +145,9 @@ class LayoutVars:
     v: Num = 1.0
     cp: Num = 1.0
     ep: Num = 1.0
+    # 1: the experts run whole (expert tensor parallelism 1 under t > 1), their EP group
+    # spanning the stage's TP ranks (Megatron-Core's parallel folding); 0: at the layer's TP.
+    ef: Num = 0.0
     recompute: Num = 2.0  # 0 none, 1 selective, 2 full
     sp: Num = 0.0
     zero: Num = 0.0
@@ -220,6 +223,35 @@ def nodes_spanned(ranks: Num, stride: Num, gpus_per_node: float) -> Num:
         # is several times slower.
         return np.minimum(ranks, np.floor(span / gpus_per_node) + 1.0)
     return _min(ranks, span // gpus_per_node + 1.0)
+
+
+def _ep_nodes(lay: LayoutVars, stride: dict[str, Num], g: float) -> Num:
+    """Nodes an expert-parallel group spans: ep consecutive DP coordinates, or with the
+    experts folded over TP (``ef``) ep consecutive ranks of the stage's tp·cp·dp ranks."""
+    nodes = nodes_spanned(lay.ep, stride["dp"], g)
+    if not _any(lay.ef):
+        return nodes
+    inner = _min(_min(stride["tp"], stride["cp"]), stride["dp"])
+    return _where(lay.ef, nodes_spanned(lay.ep, inner, g), nodes)
+
+
+def _expert_dp_nodes(lay: LayoutVars, stride: dict[str, Num], g: float, nodes_dp: Num) -> Num:
+    """Nodes an expert's DP group spans: at most the DP group's, or folded, its t·d·cp/ep ranks
+    ep apart in the stage's tp·cp·dp ranks."""
+    nodes = _min(_expert_shard(lay), nodes_dp)
+    if not _any(lay.ef):
+        return nodes
+    inner = _min(_min(stride["tp"], stride["cp"]), stride["dp"])
+    return _where(lay.ef, nodes_spanned(_expert_shard(lay), lay.ep * inner, g), nodes)
+
+
+def _expert_shard(lay: LayoutVars) -> Num:
+    """Ranks sharing each expert's parameters (its DP group): d·cp/ep, or with the experts
+    folded over TP t·d·cp/ep (Megatron-Core's expert-data-parallel group)."""
+    shard = lay.d * lay.cp / lay.ep
+    if not _any(lay.ef):
+        return shard
+    return _where(lay.ef, lay.t * lay.d * lay.cp / lay.ep, shard)
 
 
 def _strides(order: tuple[str, ...], sizes: dict[str, Num]) -> dict[str, Num]:
@@ -376,6 +408,7 @@ class _Context:
     nodes_cp: Num
     nodes_dp: Num
     nodes_ep: Num
+    nodes_edp: Num  # nodes spanned by an expert's DP group (the ranks sharing its parameters)
     nodes_pp: Num
     first_layers: Num
     mid_layers: Num
@@ -391,12 +424,13 @@ class _Context:
         gpus_per_node: int,
         rank_order: str,
     ) -> _Context:
-        p, t, d, b, cp, ep = lay.p, lay.t, lay.d, lay.b, lay.cp, lay.ep
+        p, t, d, b, cp = lay.p, lay.t, lay.d, lay.b, lay.cp
         g = float(gpus_per_node)
         l = float(model.num_layers)
         order = parse_rank_order(rank_order)
         stride = _strides(order, {"tp": t, "cp": cp, "dp": d, "pp": p})
         nodes_cp = nodes_spanned(cp, stride["cp"], g)
+        nodes_dp = _min(d * cp, nodes_spanned(d, stride["dp"], g) * nodes_cp)
         # Layers per stage: an even split, or Megatron's uneven first/last stages
         # (--decoder-first/last-pipeline-num-layers) with the rest spread evenly in between.
         has_first, has_last = _gt(lay.first_layers, 0.0), _gt(lay.last_layers, 0.0)
@@ -419,8 +453,9 @@ class _Context:
             has_pp=_gt(p, 1.0),
             nodes_tp=nodes_spanned(t, stride["tp"], g),
             nodes_cp=nodes_cp,
-            nodes_dp=_min(d * cp, nodes_spanned(d, stride["dp"], g) * nodes_cp),
-            nodes_ep=nodes_spanned(ep, stride["dp"], g),
+            nodes_dp=nodes_dp,
+            nodes_ep=_ep_nodes(lay, stride, g),
+            nodes_edp=_expert_dp_nodes(lay, stride, g, nodes_dp),
             nodes_pp=1.0 + _gt((p - 1.0) * stride["pp"], g - 1.0),  # a stage boundary off-node
             first_layers=_where(has_first, lay.first_layers, mid_layers),
             mid_layers=mid_layers,
@@ -626,6 +661,9 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     vocab = float(model.vocab_size)
     moe_frac = float(model.num_moe_layers) / l
     pricer = _Pricer(bandwidth)
+    folded = moe_frac != 0.0 and _any(lay.ef)
+    # MoE layers that all-gather their routed tokens over TP (not folded, under SP)
+    tp_dispatch = ctx.sp * (1.0 - lay.ef) if folded else ctx.sp
 
     # --- compute per layer and micro-batch (estimator.compute) -----------------------------
     flash = training.flash_attention
@@ -660,6 +698,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             imbalance=imbalance,
             ep=ep,
             fp8_gather=fp8_gather,
+            experts_folded=lay.ef if folded else 0.0,
         )
         if moe_frac
         else dense
@@ -706,7 +745,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     expert_layer: Num = 0.0 * p
     if moe_frac:
         layer_params = (1.0 - moe_frac) * layer_params + moe_frac * moe_shared / t
-        expert_layer = moe_frac * experts / (ep * t)
+        # the experts' own TP: t, or 1 when folded
+        expert_layer = moe_frac * experts / (ep * (_where(lay.ef, 1.0, t) if folded else t))
     output_params = vocab * h / t  # the logit layer's weights (or the tied copy) on the last stage
     first_dense = (
         ctx.first_layers * layer_params
@@ -723,7 +763,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     zero = lay.zero
     z0, z1, z2, z3 = _eq(zero, 0.0), _eq(zero, 1.0), _eq(zero, 2.0), _eq(zero, 3.0)
     dense_shard = d * cp
-    expert_shard = d * cp / ep
+    expert_shard = _expert_shard(lay)
     per_mb = 1.0 if fw.grad_reduce_per_microbatch else 0.0
     # Gradient accumulation through HBM, every micro-batch (sharded first when ZeRO-2/3
     # reduce-scatters every micro-batch).
@@ -825,9 +865,10 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     mlp_ag_count: Num = 0.0
     if moe_frac and _any(sp):
         routed = float(model.moe_top_k) * s_act
-        moe_ag = pricer.time(_TP, _ALL_GATHER, t, ctx.nodes_tp, routed, sp)
-        moe_rs = pricer.time(_TP, _REDUCE_SCATTER, t, ctx.nodes_tp, routed, sp)
-        dispatch = sp * (2.0 + full) * (moe_ag[1] + moe_rs[1])
+        # Experts folded over TP take their tokens from the sequence shard: no TP gather.
+        moe_ag = pricer.time(_TP, _ALL_GATHER, t, ctx.nodes_tp, routed, tp_dispatch)
+        moe_rs = pricer.time(_TP, _REDUCE_SCATTER, t, ctx.nodes_tp, routed, tp_dispatch)
+        dispatch = tp_dispatch * (2.0 + full) * (moe_ag[1] + moe_rs[1])
         mlp_ag_count = sp * (2.0 + sp_regather + full + 0.5 * sac_gathers)
         mlp_link = mlp_ag_count * agl + sp * (2.0 + full - skipped_ar) * rs
         mlp_plain = sp * (
@@ -930,7 +971,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # (parameters, group, nodes spanned) of the dense and the expert parameters
     dp_groups = (
         (dense_gpu, dense_shard, _min(dense_shard, ctx.nodes_dp)),
-        (expert_gpu, expert_shard, _min(expert_shard, ctx.nodes_dp)),
+        (expert_gpu, expert_shard, ctx.nodes_edp),
     )
 
     def dp_time(op: Collective, per_param: float, needed: Num) -> list[tuple[Num, Num]]:
@@ -1202,7 +1243,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         else:
             rec(tpk, _ALL_GATHER, t, nt, s_act, tp_ag, layer_ags + edge_ags, True)
     if moe_ag is not _NEVER or moe_rs is not _NEVER:
-        moe_calls = layers_pace * moe_frac * sp * (2.0 + full)
+        moe_calls = layers_pace * moe_frac * tp_dispatch * (2.0 + full)
         routed_bytes = float(model.moe_top_k) * s_act
         rec(tpk, _ALL_GATHER, t, nt, routed_bytes, moe_ag, moe_calls, True)
         rec(tpk, _REDUCE_SCATTER, t, nt, routed_bytes, moe_rs, moe_calls, True)
@@ -1298,10 +1339,10 @@ def _memory(
     fp32 = training.precision in (_FP32, _TF32)
     w_bytes = float(BYTES_PER_ELEMENT[training.precision])
     g_bytes, o_bytes = 4.0, 8.0 if fp32 else 12.0
-    p, t, d, b, v, cp, ep = lay.p, lay.t, lay.d, lay.b, lay.v, lay.cp, lay.ep
+    p, t, d, b, v, cp = lay.p, lay.t, lay.d, lay.b, lay.v, lay.cp
     zero = lay.zero
     dense_shard = d * cp
-    expert_shard = d * cp / ep
+    expert_shard = _expert_shard(lay)
     z1, z2, z3 = _gt(zero, 0.0), _gt(zero, 1.0), _gt(zero, 2.0)
 
     def sharded(count: Num, per: float, on: Num) -> Num:

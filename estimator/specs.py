@@ -302,6 +302,10 @@ class LayoutSpec:
     context_parallel: int = 1
     zero_stage: int = 0  # 0 plain DP; 1 = distributed optimizer; 2 +grads; 3 +params
     expert_parallel: int = 1
+    # The experts' own tensor parallelism (Megatron-Core's --expert-tensor-parallel-size,
+    # "parallel folding"): None runs them at the layer's TP (its tensor); 1 runs each expert
+    # whole, its expert-parallel group spanning the tensor·cp·data ranks of a stage.
+    expert_tensor_parallel: int | None = None
     rank_order: str = "tp-dp-pp"  # Megatron's default, TP fastest
     scatter_gather: bool = True  # Megatron's scatter/gather of PP sends over the TP group
     overlap_dp: bool = False  # DP gradient reduction hidden behind the backward pass
@@ -323,7 +327,7 @@ class LayoutSpec:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise LayoutError(f"layout.{name}", value, "must be a whole number > 0")
-        for name in ("first_stage_layers", "last_stage_layers"):
+        for name in ("first_stage_layers", "last_stage_layers", "expert_tensor_parallel"):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value <= 0
@@ -342,6 +346,12 @@ class LayoutSpec:
     @property
     def gpus(self) -> int:
         return self.pipeline * self.tensor * self.data * self.context_parallel
+
+    @property
+    def experts_folded(self) -> bool:
+        """Whether the experts run without the layer's TP (expert tensor parallelism 1 under
+        tensor > 1): their expert-parallel group then spans the stage's TP ranks too."""
+        return self.expert_tensor_parallel == 1 and self.tensor > 1
 
 
 class UtilizationModel(Protocol):
@@ -540,6 +550,28 @@ def validate_layout(
             True,
             f"needs seq_length={model.seq_length} divisible by tensor·cp={t * cp}",
         )
+    etp = layout.expert_tensor_parallel
+    if etp is not None:
+        if not model.is_moe:
+            raise LayoutError(
+                "layout.expert_tensor_parallel",
+                etp,
+                "needs an MoE model (model.moe_num_experts > 1)",
+            )
+        if etp not in (1, t):
+            raise LayoutError(
+                "layout.expert_tensor_parallel",
+                etp,
+                f"must be 1 (each expert whole, its group folded over the TP ranks) or "
+                f"tensor={t} (the layer's TP); sizes in between are not modelled",
+            )
+        if layout.experts_folded and not layout.sequence_parallel:
+            raise LayoutError(
+                "layout.expert_tensor_parallel",
+                etp,
+                "1 under tensor > 1 needs sequence_parallel (Megatron-Core runs MoE with TP "
+                "only under sequence parallelism)",
+            )
     if ep > 1:
         if not model.is_moe:
             raise LayoutError(
@@ -549,7 +581,14 @@ def validate_layout(
             raise LayoutError(
                 "layout.expert_parallel", ep, f"must divide moe_num_experts={model.moe_num_experts}"
             )
-        if (d * cp) % ep:
+        if layout.experts_folded and (t * d * cp) % ep:
+            raise LayoutError(
+                "layout.expert_parallel",
+                ep,
+                f"must divide tensor·data·cp = {t * d * cp} (with expert_tensor_parallel 1 "
+                "the experts shard the stage's TP and DP ranks)",
+            )
+        if not layout.experts_folded and (d * cp) % ep:
             raise LayoutError(
                 "layout.expert_parallel",
                 ep,

@@ -15,7 +15,9 @@ Groups by kind of traffic (Megatron-LM's ``initialize_model_parallel``):
   same (tp, cp, dp) coordinate, no wrap-around; ``both`` means both directions, each carrying
   ``size_bytes · calls``.
 - embedding_sync: a 2-rank all-reduce between the first and the last stage (only when p > 1).
-- expert: the expert-parallel group, blocks of ``expert_parallel`` consecutive dp coordinates.
+- expert: the expert-parallel group, blocks of ``expert_parallel`` consecutive dp coordinates;
+  with the experts folded over TP (``expert_tensor_parallel`` 1 under tensor > 1, Megatron-Core's
+  parallel folding) blocks of ``expert_parallel`` consecutive ranks of a stage's tp·cp·dp ranks.
 
 Volumes (per rank, per call): ring sends ``bus_factor(op, n) · S`` to the ring successor;
 direct spreads the same volume evenly over the other n - 1 members; alltoall always spreads
@@ -101,6 +103,7 @@ class Placement:
     expert_parallel: int = 1
     gpus_per_node: int = 8
     rank_order: str = "tp-dp-pp"
+    expert_tensor_parallel: int | None = None  # 1: experts folded over TP (LayoutSpec's)
 
     def __post_init__(self) -> None:
         for name in (
@@ -112,7 +115,16 @@ class Placement:
             "gpus_per_node",
         ):
             _whole_positive(name, getattr(self, name))
-        if self.data % self.expert_parallel:
+        if self.experts_folded:
+            ranks = self.tensor * self.data * self.context_parallel
+            if ranks % self.expert_parallel:
+                raise LayoutError(
+                    "placement.expert_parallel",
+                    self.expert_parallel,
+                    f"must divide tensor·data·cp = {ranks} (folded expert groups are formed "
+                    "inside a stage)",
+                )
+        elif self.data % self.expert_parallel:
             raise LayoutError(
                 "placement.expert_parallel",
                 self.expert_parallel,
@@ -131,7 +143,13 @@ class Placement:
             expert_parallel=layout.expert_parallel,
             gpus_per_node=gpus_per_node,
             rank_order=layout.rank_order,
+            expert_tensor_parallel=layout.expert_tensor_parallel,
         )
+
+    @property
+    def experts_folded(self) -> bool:
+        """Whether expert groups span the TP ranks (expert tensor parallelism 1, tensor > 1)."""
+        return self.expert_tensor_parallel == 1 and self.tensor > 1
 
     @property
     def gpus(self) -> int:
@@ -221,6 +239,10 @@ class Placement:
         if name == "dp":
             groups = np.moveaxis(grid, (1, 2), (-2, -1)).reshape(-1, c * d)
             return np.sort(groups, axis=1)
+        if name == "expert" and self.experts_folded:
+            ep = self.expert_parallel
+            by_stage = np.sort(np.moveaxis(grid, -1, 0).reshape(p, -1), axis=1)
+            return np.ascontiguousarray(by_stage.reshape(-1, ep))
         if name == "expert":
             ep = self.expert_parallel
             blocks = grid.reshape(t, c, d // ep, ep, p)
@@ -256,6 +278,8 @@ class Placement:
                     "cp": np.arange(self.context_parallel)[None, :],
                 }
             ).ravel()
+        elif name == "expert" and self.experts_folded:
+            members = self.group_ranks("expert")[0]
         elif name == "expert":
             members = np.arange(self.expert_parallel, dtype=np.int64) * strides["dp"]
         else:  # embedding_sync

@@ -92,6 +92,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "expert_model_parallel_size", "int", "expert parallel", query_parameter="expert_parallel"
     ),
+    Setting("expert_tensor_parallel_size", "int", "expert tensor parallel"),
     Setting("num_layers_per_virtual_pipeline_stage", "int", "layers per virtual stage"),
     Setting(
         "virtual_pipeline_model_parallel_size",
@@ -440,6 +441,9 @@ def build_request(
             "overlap_tp": flag("tp_comm_overlap"),
         }
     )
+    expert_tp = num("expert_tensor_parallel_size")
+    if expert_tp is not None and expert_tp != tensor:  # Megatron's default: the layer's TP
+        layout["expert_tensor_parallel"] = expert_tp
     for name, key in (
         ("decoder_first_pipeline_num_layers", "first_stage_layers"),
         ("decoder_last_pipeline_num_layers", "last_stage_layers"),

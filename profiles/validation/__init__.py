@@ -77,6 +77,7 @@ COLUMNS: tuple[str, ...] = (
     "exclude_reason",  # non-blank = excluded from scoring, with that reason
     "notes",
     "kv_channels",  # attention head width where it is not hidden_size/num_attention_heads
+    "expert_tensor_parallel",  # the experts' own TP where not the layer's (1: folded over TP)
 )
 
 

@@ -455,6 +455,7 @@ def load_runs(text: str | None = None) -> tuple[list[PublishedRun], list[Exclude
                 virtual_stages=_int(row["virtual_stages"], 1) or 1,
                 context_parallel=_int(row.get("context_parallel"), 1) or 1,
                 expert_parallel=_int(row.get("expert_parallel"), 1) or 1,
+                expert_tensor_parallel=_int(row.get("expert_tensor_parallel")),
                 zero_stage=_int(row.get("zero_stage"), 0) or 0,
                 sequence_parallel=_bool(row["sequence_parallel"], False),
                 first_stage_layers=_int(row["first_stage_layers"]),

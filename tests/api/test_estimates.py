@@ -290,3 +290,49 @@ def test_bad_head_width_is_422_naming_the_field(
     body = assert_problem(response, 422, field=field)
     if field == "model.hidden_size":
         assert "kv_channels" in body["rule"]
+
+
+def _qwen3_folded(**layout: object) -> dict[str, object]:
+    """Qwen3-30B-A3B on 16 GPUs, TP 2 with SP and EP 16 over the TP and DP ranks."""
+    return request(
+        _qwen3_30b(),
+        layout={
+            "pipeline": 1,
+            "tensor": 2,
+            "data": 8,
+            "sequence_parallel": True,
+            "expert_parallel": 16,
+            "expert_tensor_parallel": 1,
+            **layout,
+        },
+    )
+
+
+def test_experts_folded_over_tp_are_estimated_and_named(client: TestClient) -> None:
+    """layout.expert_tensor_parallel 1 (Megatron-Core's parallel folding): EP 16 on t 2 x d 8
+    is a valid layout, its all-to-all spans 16 ranks, and the assumptions say so."""
+    response = client.post("/v1/estimates", json=_qwen3_folded())
+    assert response.status_code == 200, response.text
+    body = response.json()
+    [a2a] = [c for c in body["collectives"] if c["term"] == "expert"]
+    assert a2a["ranks"] == 16
+    assert any("experts folded over TP" in line for line in body["assumptions"])
+
+
+@pytest.mark.parametrize(
+    ("layout", "field"),
+    [
+        (
+            {"expert_tensor_parallel": 1, "sequence_parallel": False},
+            "layout.expert_tensor_parallel",
+        ),
+        ({"expert_tensor_parallel": 4}, "layout.expert_tensor_parallel"),
+        ({"expert_tensor_parallel": 0}, "layout.expert_tensor_parallel"),
+        ({"expert_tensor_parallel": None}, "layout.expert_parallel"),
+    ],
+)
+def test_bad_expert_tensor_parallelism_is_422_naming_the_field(
+    client: TestClient, layout: dict[str, object], field: str
+) -> None:
+    response = client.post("/v1/estimates", json=_qwen3_folded(**layout))
+    assert_problem(response, 422, field=field)

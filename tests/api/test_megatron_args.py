@@ -225,3 +225,20 @@ torchrun --nproc_per_node=8 --nnodes 2 pretrain_gpt.py \\
     assert req["training"]["micro_batch_size"] == 2
     ignored = next(n for n in parsed.notes if n.startswith("ignored"))
     assert ignored.endswith("--lr --eval-iters --use-flash-attn")
+
+
+def test_expert_tensor_parallel_size_is_kept_only_where_it_is_not_the_layers() -> None:
+    """--expert-tensor-parallel-size 1 under TP 2 folds the experts over TP; equal to the
+    layer's TP it is Megatron's default and says nothing new."""
+    folded = MIXTRAL_SMALL.replace(
+        "--tensor-model-parallel-size 1", "--tensor-model-parallel-size 2"
+    )
+    folded = folded.replace("--nproc_per_node 2", "--nproc_per_node 4")
+    stated = folded + " --expert-tensor-parallel-size 1"
+    layout = parse_megatron_args(stated, vocab_size=32000).request["layout"]
+    assert (layout["tensor"], layout["expert_tensor_parallel"]) == (2, 1)
+    same = folded + " --expert-tensor-parallel-size 2"
+    assert (
+        "expert_tensor_parallel"
+        not in parse_megatron_args(same, vocab_size=32000).request["layout"]
+    )

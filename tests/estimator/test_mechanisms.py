@@ -1617,3 +1617,84 @@ def test_fine_grained_moe_estimates_say_how_far_such_runs_were_off() -> None:
     assert coarse.iteration_time_range_s == coarse.validated.measured_range_s(
         coarse.iteration_time_s
     )
+
+
+def _folding_case(
+    etp: int | None, ep: int, sp: bool = True, tensor: int = 2
+) -> tuple[Scenario, LayoutSpec]:
+    qwen = dataclasses.replace(model_preset("qwen3-30b-a3b"), num_layers=4)
+    layout = LayoutSpec(
+        pipeline=1,
+        tensor=tensor,
+        data=16 // tensor,
+        sequence_parallel=sp,
+        expert_parallel=ep,
+        expert_tensor_parallel=etp,
+    )
+    tr = TrainingSpec(global_batch_size=32, recompute=Recompute.NONE, framework="nemo")
+    return Scenario(qwen, tr, layout, a100()), layout
+
+
+def test_experts_folded_over_tp_run_whole_and_route_from_the_sequence_shard() -> None:
+    """Megatron-Core's parallel folding (--expert-tensor-parallel-size 1 under TP 2): no TP
+    gather of the routed tokens, the EP group spans the TP ranks (EP 16 on t 2 x d 8), each
+    GPU holds E/ep whole experts, and the experts' FLOPs are those of TP 2."""
+    at_tp, _ = _folding_case(None, 8)
+    folded, _ = _folding_case(1, 16)
+    folded_ep8, _ = _folding_case(1, 8)
+    a, f, f8 = estimate(at_tp), estimate(folded), estimate(folded_ep8)
+    qwen = at_tp.model
+    s_act = 2.0 * 1 * qwen.seq_length * qwen.hidden_size  # bf16 activations of a micro-batch
+    routed = float(qwen.moe_top_k) * s_act
+
+    def tp_sizes(e: Any) -> set[float]:
+        return {c.size_bytes for c in e.collectives if c.term == "tp"}
+
+    assert routed in tp_sizes(a) and routed not in tp_sizes(f)
+    [a2a] = [c for c in f.collectives if c.term == "expert"]
+    [a2a_tp] = [c for c in a.collectives if c.term == "expert"]
+    assert (a2a.ranks, a2a.nodes) == (16, 2)  # 16 consecutive ranks of 8-GPU nodes
+    assert (a2a_tp.ranks, a2a_tp.nodes) == (8, 2)  # 8 DP coordinates, 2 apart
+    assert a2a.size_bytes == a2a_tp.size_bytes == routed / 2  # this rank's sequence shard
+    # Expert parameters per GPU: E/ep experts, whole; at TP, E/ep experts' 1/t slices.
+    # E experts of a SwiGLU MLP (3 matrices h x expert_ffn), no biases
+    experts = qwen.moe_num_experts * 3.0 * qwen.hidden_size * qwen.expert_ffn
+    layers = qwen.num_moe_layers
+    assert f.gpu_parameters == a.gpu_parameters  # E/16 whole = E/8 halves
+    assert f8.gpu_parameters - a.gpu_parameters == layers * experts * (1 / 8 - 1 / 16)
+    assert (f.model_flops, f.hardware_flops) == (a.model_flops, a.hardware_flops)  # same work
+    assert any("experts folded over TP" in line for line in f.assumptions)
+    assert not any("experts folded over TP" in line for line in a.assumptions)
+
+
+def test_expert_tensor_parallelism_is_checked_with_the_field_named() -> None:
+    for etp, ep, sp, tensor, words in (
+        (2, 8, True, 4, "must be 1"),
+        (1, 8, False, 2, "sequence_parallel"),
+    ):
+        with pytest.raises(LayoutError, match=words) as err:
+            estimate(_folding_case(etp, ep, sp, tensor)[0])
+        assert err.value.field == "layout.expert_tensor_parallel"
+    # EP 16 on t 2 x d 8: only folded do the experts shard enough ranks.
+    with pytest.raises(LayoutError, match="data·cp") as err:
+        estimate(_folding_case(None, 16)[0])
+    assert err.value.field == "layout.expert_parallel"
+    with pytest.raises(LayoutError, match="MoE") as err:
+        estimate(
+            Scenario(
+                model_preset("llama3-8b"),
+                TrainingSpec(global_batch_size=16),
+                LayoutSpec(
+                    pipeline=1, tensor=2, data=8, sequence_parallel=True, expert_tensor_parallel=1
+                ),
+                a100(),
+            )
+        )
+    assert err.value.field == "layout.expert_tensor_parallel"
+    # ETP equal to the layer's TP, or 1 at TP 1, is today's model bit for bit.
+    same, _ = _folding_case(2, 8)
+    base, _ = _folding_case(None, 8)
+    assert estimate(same).iteration_time_s == estimate(base).iteration_time_s
+    tp1, _ = _folding_case(1, 16, tensor=1)
+    tp1_base, _ = _folding_case(None, 16, tensor=1)
+    assert estimate(tp1).breakdown == estimate(tp1_base).breakdown

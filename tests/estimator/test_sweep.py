@@ -214,3 +214,47 @@ def test_expert_parallel_sizes_are_swept_where_they_divide_d_cp_and_agree_bit_fo
         enumerate_layouts(moe, tr, 16, expert_parallel=(3,))
     with pytest.raises(ValidationError, match="MoE"):
         enumerate_layouts(model_preset("llama3-8b"), tr, 16, expert_parallel=(2,))
+
+
+def test_experts_folded_over_tp_agree_between_sweep_and_single_estimate(
+    cluster: ClusterSpec,
+) -> None:
+    """Layouts with and without the experts folded over TP (``ef`` = expert TP 1) in one
+    vectorised pass: each priced exactly as the single estimate prices it."""
+    qwen = dataclasses.replace(model_preset("qwen3-30b-a3b"), num_layers=8)
+    tr = TrainingSpec(global_batch_size=64)
+    rows = [
+        # (t, d, ep, ef, zero)
+        (2, 8, 8, 0.0, 1),
+        (2, 8, 16, 1.0, 1),
+        (2, 8, 8, 1.0, 0),
+        (4, 4, 16, 1.0, 1),
+        (4, 4, 4, 0.0, 0),
+        (1, 16, 16, 0.0, 1),
+    ]
+    layouts = LayoutArrays.from_columns(
+        p=[1.0] * len(rows),
+        t=[r[0] for r in rows],
+        d=[r[1] for r in rows],
+        b=[1.0] * len(rows),
+        ep=[r[2] for r in rows],
+        ef=[r[3] for r in rows],
+        zero=[r[4] for r in rows],
+        sp=[1.0 if r[0] > 1 else 0.0 for r in rows],
+        recompute=[0.0] * len(rows),
+    )
+    sweep = evaluate_layouts(qwen, tr, cluster, layouts)
+    for i, (t, d, ep, ef, zero) in enumerate(rows):
+        layout = LayoutSpec(
+            pipeline=1,
+            tensor=t,
+            data=d,
+            sequence_parallel=t > 1,
+            zero_stage=zero,
+            expert_parallel=ep,
+            expert_tensor_parallel=1 if ef else None,
+        )
+        training = TrainingSpec(global_batch_size=64, recompute=Recompute.NONE)
+        single = estimate(Scenario(qwen, training, layout, cluster))
+        assert single.iteration_time_s == sweep.iteration_s[i], rows[i]
+        assert single.memory.total_bytes == sweep.memory_bytes[i], rows[i]

@@ -406,3 +406,19 @@ def test_entries_are_well_formed(
         dense = m.to_dense(64)
         assert np.all(dense >= 0)
         np.testing.assert_allclose(dense.sum(axis=1), m.row_sums(), rtol=1e-12, atol=1e-6)
+
+
+def test_folded_expert_groups_are_blocks_of_consecutive_ranks_of_a_stage() -> None:
+    """Expert TP 1 under TP 2 (Megatron-Core's parallel folding): EP 16 groups are 16
+    consecutive ranks of one stage's tp·dp ranks, spanning 2 nodes of 8."""
+    placement = Placement(
+        pipeline=2, tensor=2, data=8, expert_parallel=16, expert_tensor_parallel=1
+    )
+    groups = placement.group_ranks("expert")
+    assert groups.tolist() == [list(range(16)), list(range(16, 32))]
+    assert placement.group_nodes_spanned("expert") == 2
+    with pytest.raises(LayoutError, match="tensor·data·cp"):
+        Placement(pipeline=1, tensor=2, data=4, expert_parallel=16, expert_tensor_parallel=1)
+    # Not folded, EP 16 does not divide data 8.
+    with pytest.raises(LayoutError, match="data=8"):
+        Placement(pipeline=1, tensor=2, data=8, expert_parallel=16)

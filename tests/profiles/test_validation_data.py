@@ -43,6 +43,7 @@ INT_COLUMNS = (
     "moe_every_k_layers",
     "year",
     "kv_channels",
+    "expert_tensor_parallel",
 )
 FLOAT_COLUMNS = (
     "measured_iteration_time_s",
@@ -151,7 +152,10 @@ def test_layout_is_consistent(row: dict[str, str]) -> None:
         assert row["moe_num_experts"], "expert parallelism needs an MoE model"
         assert _int(row, "moe_num_experts") % ep == 0
         if not row["exclude_reason"]:  # excluded rows may use layouts the engine cannot model
-            assert (d * cp) % ep == 0  # experts shard the data(-context) parallel group
+            # experts shard the data(-context) parallel group, or folded over TP (expert TP 1)
+            # the stage's tensor·data·cp ranks
+            folded = row["expert_tensor_parallel"] == "1" and t > 1
+            assert ((t if folded else 1) * d * cp) % ep == 0
     gb = _int(row, "global_batch_size")
     assert gb % d == 0
     if row["micro_batch_size"]:

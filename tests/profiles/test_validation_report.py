@@ -158,12 +158,15 @@ DGXC_MOE_MEAN_PCT = 8.5
 # collectives costs at least a kernel launch; 5.33 % since attention's batched GEMMs run on CUDA
 # cores when the heads' rows are not 16-byte aligned (BigScience's head dim 150); 6.14 % on 179
 # since 13 more Megatron-Bridge H100 rows are scored (SOURCES.md §5c, a rule declared before
-# scoring), six of them Qwen3-30B-A3B, the fine-grained MoE commest predicts worst.
-ALL_ROWS_MEAN_PCT = 6.2
-# Megatron-Bridge's H100 tables (Llama 3 70B, Llama 3.1 405B, Qwen3-30B-A3B): issue 11's
-# per-family target 8 % is missed, 14.56 % today: the Llama rows are within 9.3 % (mean 3.95 %),
-# the six Qwen3 rows 30.5 % (FINE_GRAINED_MOE_ACCURACY).
-MBRIDGE_MEAN_PCT = 14.6
+# scoring), six of them Qwen3-30B-A3B, the fine-grained MoE commest predicts worst; 6.33 % on
+# 184 since the engine expresses experts folded over TP and the rule scores five Qwen3-235B-A22B
+# rows it had excluded for that alone.
+ALL_ROWS_MEAN_PCT = 6.4
+# Megatron-Bridge's H100 tables (Llama 3 70B, Llama 3.1 405B, Qwen3-30B-A3B, Qwen3-235B-A22B):
+# issue 11's per-family target 8 % is missed, 14.25 % today: the Llama rows are within 9.3 %
+# (mean 3.95 %), the eleven Qwen3 rows 22.7 % (FINE_GRAINED_MOE_ACCURACY; the five 235B rows
+# +9.5 to +17.8 %, 30B's six -61 to +11 %).
+MBRIDGE_MEAN_PCT = 14.3
 MBRIDGE_LLAMA_MEAN_PCT = 4.0
 # MT-NLG 530B (Megatron-DeepSpeed on Selene, 2021): predicted by the compute speed fitted on
 # BigScience's 2022 sweep on Jean Zay (another team, cluster and year): issue 11's per-family
@@ -188,7 +191,7 @@ def test_megatron_bridge_rows_dense_within_target_fine_grained_moe_named(
     fine = report.by_kind["fine-grained moe"]
     errors = [r.error_pct for r in report.rows if "fine-grained moe" in r.kinds]
     acc = FINE_GRAINED_MOE_ACCURACY
-    assert acc.runs == fine.rows == 6
+    assert acc.runs == fine.rows == 11
     assert acc.mean_abs_error_pct == pytest.approx(fine.mean_abs_error_pct, abs=0.05)
     assert acc.mean_error_pct == pytest.approx(fine.mean_error_pct, abs=0.05)
     assert acc.min_error_pct == pytest.approx(min(errors), abs=0.05)
