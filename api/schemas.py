@@ -607,6 +607,14 @@ class PlanConstraints(_In):
         "takes those that divide its d·cp); default: 1, and for a MoE model every power of two "
         "that divides the expert count and gpus (detailed fidelity)",
     )
+    experts_folded: list[bool] | None = Field(
+        None,
+        min_length=1,
+        max_length=2,
+        description="whether to sweep layouts with the experts folded over TP "
+        "(expert_tensor_parallel 1: t > 1 under SP, the EP size dividing t·d·cp); default: "
+        "[false, true] for a MoE model in detailed fidelity, else [false]",
+    )
 
 
 class PlanRequest(PlanConstraints):
@@ -1179,6 +1187,9 @@ class PlanLayoutOut(_LayoutShape, _Out):
     recompute: Recompute
     context_parallel: int = 1
     expert_parallel: int = 1
+    expert_tensor_parallel: int | None = Field(
+        None, description="1 when the experts are folded over TP; absent: the layer's tensor"
+    )
     precision: Precision = Precision.FP16
 
 
@@ -1219,6 +1230,10 @@ class PlanResponse(_Out):
     )
     expert_parallel: list[int] = Field(
         default_factory=lambda: [1], description="the expert-parallel sizes swept"
+    )
+    experts_folded: list[bool] = Field(
+        default_factory=lambda: [False],
+        description="whether layouts with the experts folded over TP were swept (true) too",
     )
 
 

@@ -6,6 +6,7 @@ layout's iteration time is bit-for-bit the same on both paths.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -194,6 +195,7 @@ def enumerate_layouts(
     max_layouts: int = 2_000_000,
     context_parallel: Sequence[int] = (1,),
     expert_parallel: Sequence[int] = (1,),
+    experts_folded: Sequence[bool] = (False,),
     tensor_within_node: int | None = None,
     counted: int = 0,
 ) -> LayoutArrays:
@@ -202,7 +204,9 @@ def enumerate_layouts(
     One pass per context-parallel size in ``context_parallel`` (p·t·d·cp = gpus; cp must divide
     ``gpus`` and the sequence, and SP needs the sequence divisible by t·cp). Each layout once
     per expert-parallel size in ``expert_parallel`` that divides its d·cp (every size must
-    divide the model's expert count; above 1 only for a MoE model).
+    divide the model's expert count; above 1 only for a MoE model); with True in
+    ``experts_folded`` (a MoE model) also once per size dividing its t·d·cp with the experts
+    folded over TP (column ef: expert tensor parallelism 1, for t > 1 under SP).
     ``tensor_within_node``: the GPUs per node, when t must divide it (a TP group inside one
     node). ``max_layouts`` caps them all, with the ``counted`` layouts of other passes of the
     same plan (one per precision).
@@ -226,6 +230,9 @@ def enumerate_layouts(
                 f"each must divide moe_num_experts={model.moe_num_experts} (above 1 only for "
                 "a MoE model)",
             )
+    folds = sorted(set(experts_folded))
+    if True in folds and not model.is_moe:
+        raise ValidationError("experts_folded", folds, "True only for a MoE model")
     parts: list[LayoutArrays] = []
     total = counted
     for cp in sizes:
@@ -250,15 +257,23 @@ def enumerate_layouts(
             keep = ~((cols["sp"] == 1.0) & (np.mod(model.seq_length / (cols["t"] * cp), 1.0) > 0))
             part = part.take(np.flatnonzero(keep))
             part.columns["cp"][:] = float(cp)
-        share = part.columns["d"] * float(cp)  # experts shard the d·cp ranks (Megatron-Core)
-        for ep in eps:
-            chosen = part if ep == 1 else part.take(np.flatnonzero(np.mod(share, ep) == 0.0))
+        cols = part.columns
+        share = cols["d"] * float(cp)  # experts shard the d·cp ranks (Megatron-Core)
+        # folded over TP (t > 1 under SP), the t·d·cp ranks of a stage
+        foldable = (cols["t"] > 1.0) & (cols["sp"] == 1.0)
+        for ep, fold in itertools.product(eps, folds):
+            if fold:
+                keep = foldable & (np.mod(cols["t"] * share, ep) == 0.0)
+                chosen = part.take(np.flatnonzero(keep))
+                chosen.columns["ef"][:] = 1.0
+            else:
+                chosen = part if ep == 1 else part.take(np.flatnonzero(np.mod(share, ep) == 0.0))
             if ep > 1:
                 chosen.columns["ep"][:] = float(ep)
-            if ep > 1 and total + len(chosen) > max_layouts:
+            if (ep > 1 or fold) and total + len(chosen) > max_layouts:
                 raise LimitError(
                     f"{total + len(chosen):,} valid layouts for gpus={gpus} exceed the cap of "
-                    f"{max_layouts:,}; narrow the options (expert_parallel)"
+                    f"{max_layouts:,}; narrow the options (expert_parallel, experts_folded)"
                 )
             parts.append(chosen)
             total += len(chosen)  # (after the SP filter: what is kept is what costs)

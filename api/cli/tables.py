@@ -192,7 +192,11 @@ def plan_rows(layouts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "t": layout.get("tensor"),
                 "d": layout.get("data"),
                 "cp": layout.get("context_parallel", 1),
-                "ep": layout.get("expert_parallel", 1),
+                "ep": (
+                    f"{layout.get('expert_parallel', 1)} etp1"  # experts folded over TP
+                    if layout.get("expert_tensor_parallel") == 1
+                    else layout.get("expert_parallel", 1)
+                ),
                 "v": layout.get("virtual_stages"),
                 "sp": layout.get("sequence_parallel"),
                 "zero": layout.get("zero_stage"),

@@ -152,6 +152,24 @@ def expert_parallel_sizes(
     return sizes
 
 
+def experts_folded_options(
+    model: ModelSpec, fidelity: Fidelity, given: list[bool] | None
+) -> list[bool]:
+    """Whether to sweep layouts with the experts folded over TP (expert tensor parallelism 1):
+    those given, else both for a MoE model in detailed fidelity (paper fidelity has no expert
+    term), else none folded."""
+    if given is not None:
+        options = sorted(set(given))
+        if True in options and (fidelity is Fidelity.PAPER or not model.is_moe):
+            raise ValidationError(
+                "experts_folded", given, "true needs a MoE model and detailed fidelity"
+            )
+        return options
+    if fidelity is Fidelity.PAPER or not model.is_moe:
+        return [False]
+    return [False, True]
+
+
 _RECOMPUTE_BY_CODE = {0: Recompute.NONE, 1: Recompute.SELECTIVE, 2: Recompute.FULL}
 
 
@@ -166,6 +184,8 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
     options["context_parallel"] = tuple(cp_sizes)
     ep_sizes = expert_parallel_sizes(model, request.gpus, request.fidelity, request.expert_parallel)
     options["expert_parallel"] = tuple(ep_sizes)
+    folds = experts_folded_options(model, request.fidelity, request.experts_folded)
+    options["experts_folded"] = tuple(folds)
     clusters = [
         cluster_spec(cluster=request.cluster, precision=t.precision, profiles=profiles)
         for t in trainings
@@ -208,7 +228,9 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
         ranked=request.top_k,
     )
     top = order[: request.top_k]
-    cols = {name: res.layouts.columns[name][top] for name in ("p", "t", "d", "b", "v", "cp", "ep")}
+    cols = {
+        name: res.layouts.columns[name][top] for name in ("p", "t", "d", "b", "v", "cp", "ep", "ef")
+    }
     flags = {name: res.layouts.columns[name][top] for name in ("sp", "zero", "recompute")}
     iteration = res.iteration_s[top]
     memory = res.memory_bytes[top]
@@ -240,6 +262,7 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
                         recompute=_RECOMPUTE_BY_CODE[int(flags["recompute"][i])],
                         context_parallel=int(cols["cp"][i]),
                         expert_parallel=int(cols["ep"][i]),
+                        expert_tensor_parallel=1 if cols["ef"][i] else None,
                         precision=precision_of[int(top[i])],
                     ),
                     iteration_time_s=float(iteration[i]),
@@ -290,6 +313,12 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
             else " (for a MoE model: the powers of two dividing its experts and the GPUs; a "
             "layout takes those dividing its d·cp)"
         ),
+        f"experts folded over TP swept: {folds}"
+        + (
+            " (expert_tensor_parallel 1 where t > 1 under SP and the EP size divides t·d·cp)"
+            if True in folds
+            else ""
+        ),
         f"swept: {', '.join(f'{k}={v}' for k, v in sorted(options.items()))}",
     ]
     if len(trainings) > 1:
@@ -313,4 +342,5 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
         tie_tolerance=request.tie_tolerance,
         context_parallel=cp_sizes,
         expert_parallel=ep_sizes,
+        experts_folded=folds,
     )

@@ -88,6 +88,7 @@ def test_plan_request_schema_names_the_grouped_constraints(client: TestClient) -
         "precision",
         "context_parallel",
         "expert_parallel",
+        "experts_folded",
     }
     assert set(grouped) <= set(plan)  # or at the top level
     assert "tie_tolerance" in plan

@@ -126,10 +126,29 @@ def test_expert_parallel_candidates_for_a_moe_model(client: TestClient) -> None:
     body = _plan(client, {**MOE, "top_k": 10_000})
     assert body["expert_parallel"] == [1, 2, 4, 8]
     assert {e["layout"]["expert_parallel"] for e in body["layouts"]} == {1, 2, 4, 8}
+    assert body["experts_folded"] == [False, True]
+    folded = [e for e in body["layouts"] if e["layout"]["expert_tensor_parallel"] == 1]
+    assert folded and all(
+        e["layout"]["expert_tensor_parallel"] is None for e in body["layouts"] if e not in folded
+    )
     for entry in body["layouts"]:
         lay = entry["layout"]
-        assert (lay["data"] * lay["context_parallel"]) % lay["expert_parallel"] == 0
+        ranks = lay["data"] * lay["context_parallel"]
+        if lay["expert_tensor_parallel"] == 1:  # folded over TP: t > 1 under SP, t·d·cp ranks
+            assert lay["tensor"] > 1 and lay["sequence_parallel"]
+            ranks *= lay["tensor"]
+        assert ranks % lay["expert_parallel"] == 0
+    # folding opens EP sizes that d·cp alone does not allow
+    assert any(
+        e["layout"]["data"] * e["layout"]["context_parallel"] % e["layout"]["expert_parallel"]
+        for e in folded
+    )
     assert any("expert_parallel swept: [1, 2, 4, 8]" in a for a in body["assumptions"])
+    assert any("experts folded over TP swept: [False, True]" in a for a in body["assumptions"])
+    entry = folded[0]
+    estimate = client.post("/v1/estimates", json=_estimate_of(MOE, entry))
+    assert estimate.status_code == 200, estimate.text
+    assert estimate.json()["iteration_time_s"] == pytest.approx(entry["iteration_time_s"])
     entry = next(e for e in body["layouts"] if e["layout"]["expert_parallel"] == 4)
     estimate = client.post("/v1/estimates", json=_estimate_of(MOE, entry))
     assert estimate.status_code == 200, estimate.text
@@ -156,6 +175,14 @@ def test_expert_parallel_sizes_may_be_given_and_are_checked(client: TestClient) 
     )
     paper = _plan(client, {**MOE, "fidelity": "paper"})
     assert paper["expert_parallel"] == [1]
+    assert paper["experts_folded"] == [False] == dense["experts_folded"]
+    unfolded = _plan(client, {**MOE, "experts_folded": [False], "top_k": 10_000})
+    assert all(e["layout"]["expert_tensor_parallel"] is None for e in unfolded["layouts"])
+    assert_problem(
+        client.post("/v1/plans", json={**SMALL, "experts_folded": [True]}),
+        422,
+        field="experts_folded",
+    )
 
 
 def test_no_context_parallel_for_a_2k_sequence(client: TestClient) -> None:

@@ -258,3 +258,35 @@ def test_experts_folded_over_tp_agree_between_sweep_and_single_estimate(
         single = estimate(Scenario(qwen, training, layout, cluster))
         assert single.iteration_time_s == sweep.iteration_s[i], rows[i]
         assert single.memory.total_bytes == sweep.memory_bytes[i], rows[i]
+
+
+def test_folded_expert_layouts_are_enumerated_where_megatron_allows_them(
+    cluster: ClusterSpec,
+) -> None:
+    """experts_folded=(False, True): each MoE layout with t > 1 under SP once more per EP size
+    dividing its t·d·cp, column ef = 1; those agree with the single estimate bit for bit."""
+    qwen = dataclasses.replace(model_preset("qwen3-30b-a3b"), num_layers=8)
+    tr = TrainingSpec(global_batch_size=64)
+    layouts = enumerate_layouts(
+        qwen, tr, 16, expert_parallel=(1, 8, 16), experts_folded=(False, True)
+    )
+    cols = layouts.columns
+    folded = np.flatnonzero(cols["ef"] == 1.0)
+    assert len(folded) > 0
+    assert np.all(cols["t"][folded] > 1.0) and np.all(cols["sp"][folded] == 1.0)
+    assert np.all(np.mod(cols["t"][folded] * cols["d"][folded], cols["ep"][folded]) == 0.0)
+    assert np.any(cols["ep"][folded] == 16.0)  # t 2 x d 8: only folded
+    assert not np.any((cols["ef"] == 0.0) & (cols["ep"] == 16.0) & (cols["d"] < 16.0))
+    sweep = evaluate_layouts(qwen, tr, cluster, layouts)
+    for i in folded[::7]:
+        row = {k: v[i] for k, v in cols.items()}
+        row |= {"sg": 1.0, "overlap_dp": 0.0, "overlap_tp": 0.0}
+        scenario = _scenario(qwen, cluster, 64, row, Fidelity.DETAILED)
+        layout = dataclasses.replace(
+            scenario.layout, expert_parallel=int(row["ep"]), expert_tensor_parallel=1
+        )
+        single = estimate(dataclasses.replace(scenario, layout=layout))
+        assert single.iteration_time_s == sweep.iteration_s[i], row
+        assert single.memory.total_bytes == sweep.memory_bytes[i], row
+    with pytest.raises(ValidationError, match="MoE"):
+        enumerate_layouts(model_preset("llama3-8b"), tr, 16, experts_folded=(True,))

@@ -224,6 +224,32 @@ def test_expert_parallelism_is_offered_for_moe_models_only(page: Page) -> None:
     assert sent_json(answer.value)["layout"]["expert_parallel"] == 1
 
 
+def test_experts_may_be_folded_over_tp_for_moe_models(page: Page) -> None:
+    """Mixtral on t 2 x d 4 with SP: EP 8 spans the TP ranks only folded (expert TP 1); the
+    checkbox sends it, and a dense model has no such box."""
+    open_page(page)
+    fill_scenario(page, SMALL)
+    form = page.get_by_test_id("scenario")
+    expect(form.locator("[name=expert_tensor_parallel]")).to_have_count(0)
+    fill_scenario(
+        page,
+        {"preset": "mixtral-8x7b", "pipeline": "1", "tensor": "2", "data": "4"},
+    )
+    form.locator("[name=sequence_parallel]").check()
+    fill_scenario(page, {"expert_parallel": "8"})
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 422  # unfolded, EP 8 does not divide d 4
+    form.locator("[name=expert_tensor_parallel]").check()
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    assert sent_json(answer.value)["layout"]["expert_tensor_parallel"] == 1
+    assert any("experts folded over TP" in a for a in answer.value.json()["assumptions"])
+    fill_scenario(page, {"preset": "gpt3-13b"})  # dense: the box goes, the request forgets it
+    expect(form.locator("[name=expert_tensor_parallel]")).to_have_count(0)
+
+
 def test_an_invalid_scenario_shows_the_servers_problem(page: Page) -> None:
     open_page(page)
     fill_scenario(page, {**SMALL, "pipeline": "3"})  # 40 layers do not split over 3 stages

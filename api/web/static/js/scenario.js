@@ -47,6 +47,7 @@ export const defaultScenario = {
   virtual_stages: 1,
   context_parallel: 1,
   expert_parallel: 1,
+  expert_tensor_parallel: null,
   sequence_parallel: false,
   zero_stage: 0,
   global_batch_size: 1536,
@@ -77,6 +78,7 @@ export function requestBody(s) {
       virtual_stages: n(s.virtual_stages),
       context_parallel: n(s.context_parallel),
       expert_parallel: n(s.expert_parallel || 1),
+      expert_tensor_parallel: s.expert_tensor_parallel ? 1 : null,
       sequence_parallel: !!s.sequence_parallel,
       zero_stage: n(s.zero_stage),
     },
@@ -127,7 +129,7 @@ export function ScenarioForm({ scenario: s, setScenario, catalog, onSubmit, acti
   const choosePreset = (key) => {
     const next = models.find((m) => m.key === key);
     // Expert parallelism only means something for a MoE model: a dense one goes back to 1.
-    const ep = next && !(next.spec.moe_num_experts > 1) ? { expert_parallel: 1 } : {};
+    const ep = next && !(next.spec.moe_num_experts > 1) ? { expert_parallel: 1, expert_tensor_parallel: null } : {};
     if (key === CUSTOM) {
       const fields = [...SHAPE_FIELDS.map(([k]) => k), ...KEPT_FIELDS];
       const shape = preset ? Object.fromEntries(fields.map((k) => [k, preset.spec[k]])) : s.shape;
@@ -163,7 +165,9 @@ export function ScenarioForm({ scenario: s, setScenario, catalog, onSubmit, acti
         </div>
         ${moe
           ? html`<${NumberField} label="experts ep" name="expert_parallel" value=${s.expert_parallel || 1} onInput=${(v) => set({ expert_parallel: v })}
-              hint=${`expert-parallel ranks: the ${spec.moe_num_experts} experts split over ep of the d·cp data ranks (ep divides d·cp and the expert count)`} />`
+              hint=${`expert-parallel ranks: the ${spec.moe_num_experts} experts split over ep of the d·cp data ranks (ep divides d·cp and the expert count; folded over TP, t·d·cp)`} />
+            <label class="check" title="Megatron-Core's --expert-tensor-parallel-size 1 (parallel folding): each expert runs whole, its ep group spanning the TP ranks too; needs sequence parallelism when t > 1"><input type="checkbox" name="expert_tensor_parallel" checked=${!!s.expert_tensor_parallel}
+              onChange=${(e) => set({ expert_tensor_parallel: e.currentTarget.checked ? 1 : null })} /> experts whole, folded over TP (expert TP 1)</label>`
           : null}
         <label class="check"><input type="checkbox" name="sequence_parallel" checked=${s.sequence_parallel}
           onChange=${(e) => set({ sequence_parallel: e.currentTarget.checked })} /> sequence parallelism</label>

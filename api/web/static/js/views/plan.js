@@ -9,7 +9,7 @@ export const TIE = 0.03; // layouts within 3 % of a group's fastest are near-tie
 
 const PRECISIONS = ["fp32", "tf32", "fp16", "bf16", "fp8"];
 const layoutText = (l) =>
-  `p${l.pipeline} t${l.tensor} d${l.data}${l.context_parallel > 1 ? ` cp${l.context_parallel}` : ""}${l.expert_parallel > 1 ? ` ep${l.expert_parallel}` : ""}${l.virtual_stages > 1 ? ` v${l.virtual_stages}` : ""}`;
+  `p${l.pipeline} t${l.tensor} d${l.data}${l.context_parallel > 1 ? ` cp${l.context_parallel}` : ""}${l.expert_parallel > 1 ? ` ep${l.expert_parallel}` : ""}${l.expert_tensor_parallel === 1 ? " etp1" : ""}${l.virtual_stages > 1 ? ` v${l.virtual_stages}` : ""}`;
 const detailText = (l) =>
   `mbs ${l.micro_batch_size}, recompute ${l.recompute}, ZeRO ${l.zero_stage}${l.sequence_parallel ? ", SP" : ""}${l.precision ? `, ${l.precision}` : ""}`;
 
