@@ -225,35 +225,6 @@ def nodes_spanned(ranks: Num, stride: Num, gpus_per_node: float) -> Num:
     return _min(ranks, span // gpus_per_node + 1.0)
 
 
-def _ep_nodes(lay: LayoutVars, stride: dict[str, Num], g: float) -> Num:
-    """Nodes an expert-parallel group spans: ep consecutive DP coordinates, or with the
-    experts folded over TP (``ef``) ep consecutive ranks of the stage's tp·cp·dp ranks."""
-    nodes = nodes_spanned(lay.ep, stride["dp"], g)
-    if not _any(lay.ef):
-        return nodes
-    inner = _min(_min(stride["tp"], stride["cp"]), stride["dp"])
-    return _where(lay.ef, nodes_spanned(lay.ep, inner, g), nodes)
-
-
-def _expert_dp_nodes(lay: LayoutVars, stride: dict[str, Num], g: float, nodes_dp: Num) -> Num:
-    """Nodes an expert's DP group spans: at most the DP group's, or folded, its t·d·cp/ep ranks
-    ep apart in the stage's tp·cp·dp ranks."""
-    nodes = _min(_expert_shard(lay), nodes_dp)
-    if not _any(lay.ef):
-        return nodes
-    inner = _min(_min(stride["tp"], stride["cp"]), stride["dp"])
-    return _where(lay.ef, nodes_spanned(_expert_shard(lay), lay.ep * inner, g), nodes)
-
-
-def _expert_shard(lay: LayoutVars) -> Num:
-    """Ranks sharing each expert's parameters (its DP group): d·cp/ep, or with the experts
-    folded over TP t·d·cp/ep (Megatron-Core's expert-data-parallel group)."""
-    shard = lay.d * lay.cp / lay.ep
-    if not _any(lay.ef):
-        return shard
-    return _where(lay.ef, lay.t * lay.d * lay.cp / lay.ep, shard)
-
-
 def _strides(order: tuple[str, ...], sizes: dict[str, Num]) -> dict[str, Num]:
     strides: dict[str, Num] = {}
     acc: Num = 1.0
@@ -336,6 +307,7 @@ def evaluate(
         result.expert_gpu_parameters,
         gpu_memory_bytes,
         ctx.first_layers,
+        ctx.expert_shard,
     )
     return result
 
@@ -408,7 +380,8 @@ class _Context:
     nodes_cp: Num
     nodes_dp: Num
     nodes_ep: Num
-    nodes_edp: Num  # nodes spanned by an expert's DP group (the ranks sharing its parameters)
+    expert_shard: Num  # ranks sharing each expert's parameters (its DP group)
+    nodes_edp: Num  # nodes that group spans
     nodes_pp: Num
     first_layers: Num
     mid_layers: Num
@@ -431,6 +404,18 @@ class _Context:
         stride = _strides(order, {"tp": t, "cp": cp, "dp": d, "pp": p})
         nodes_cp = nodes_spanned(cp, stride["cp"], g)
         nodes_dp = _min(d * cp, nodes_spanned(d, stride["dp"], g) * nodes_cp)
+        # Expert groups: ep consecutive DP coordinates, each expert's parameters shared by
+        # d·cp/ep ranks; folded over TP (ef), ep consecutive ranks of the stage's tp·cp·dp
+        # ranks, each expert shared by the t·d·cp/ep ranks ep apart (Megatron-Core's folding).
+        expert_shard = d * cp / lay.ep
+        nodes_ep = nodes_spanned(lay.ep, stride["dp"], g)
+        nodes_edp = _min(expert_shard, nodes_dp)
+        if _any(lay.ef):
+            inner = _min(_min(stride["tp"], stride["cp"]), stride["dp"])
+            folded_shard = t * d * cp / lay.ep
+            expert_shard = _where(lay.ef, folded_shard, expert_shard)
+            nodes_ep = _where(lay.ef, nodes_spanned(lay.ep, inner, g), nodes_ep)
+            nodes_edp = _where(lay.ef, nodes_spanned(folded_shard, lay.ep * inner, g), nodes_edp)
         # Layers per stage: an even split, or Megatron's uneven first/last stages
         # (--decoder-first/last-pipeline-num-layers) with the rest spread evenly in between.
         has_first, has_last = _gt(lay.first_layers, 0.0), _gt(lay.last_layers, 0.0)
@@ -454,8 +439,9 @@ class _Context:
             nodes_tp=nodes_spanned(t, stride["tp"], g),
             nodes_cp=nodes_cp,
             nodes_dp=nodes_dp,
-            nodes_ep=_ep_nodes(lay, stride, g),
-            nodes_edp=_expert_dp_nodes(lay, stride, g, nodes_dp),
+            nodes_ep=nodes_ep,
+            expert_shard=expert_shard,
+            nodes_edp=nodes_edp,
             nodes_pp=1.0 + _gt((p - 1.0) * stride["pp"], g - 1.0),  # a stage boundary off-node
             first_layers=_where(has_first, lay.first_layers, mid_layers),
             mid_layers=mid_layers,
@@ -763,7 +749,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     zero = lay.zero
     z0, z1, z2, z3 = _eq(zero, 0.0), _eq(zero, 1.0), _eq(zero, 2.0), _eq(zero, 3.0)
     dense_shard = d * cp
-    expert_shard = _expert_shard(lay)
+    expert_shard = ctx.expert_shard
     per_mb = 1.0 if fw.grad_reduce_per_microbatch else 0.0
     # Gradient accumulation through HBM, every micro-batch (sharded first when ZeRO-2/3
     # reduce-scatters every micro-batch).
@@ -1329,12 +1315,13 @@ def _memory(
     expert_params: Num,
     capacity: float | None,
     first_layers: Num,
+    expert_shard: Num,
 ) -> dict[str, Num]:
     """Bytes per GPU on the first stage (Korthikanti et al. 2022 §4, Table 2).
 
     Mixed-precision Adam: weights β, fp32 main gradients 4, fp32 master + m + v 12 bytes per
     parameter (fp32 training: 4 + 4 + 8). ZeRO 1 shards the optimizer over the DP group,
-    2 also the gradients, 3 also the weights.
+    2 also the gradients, 3 also the weights (expert parameters over ``expert_shard`` ranks).
     """
     fp32 = training.precision in (_FP32, _TF32)
     w_bytes = float(BYTES_PER_ELEMENT[training.precision])
@@ -1342,7 +1329,6 @@ def _memory(
     p, t, d, b, v, cp = lay.p, lay.t, lay.d, lay.b, lay.v, lay.cp
     zero = lay.zero
     dense_shard = d * cp
-    expert_shard = _expert_shard(lay)
     z1, z2, z3 = _gt(zero, 0.0), _gt(zero, 1.0), _gt(zero, 2.0)
 
     def sharded(count: Num, per: float, on: Num) -> Num:
