@@ -603,7 +603,9 @@ def validate_layout(
         )
     if t > g:
         warnings.append(f"tensor={t} > gpus_per_node={g}: TP all-reduces cross nodes")
-    warnings.extend(shape_alignment_warnings(model, t))
+    warnings.extend(
+        shape_alignment_warnings(model, t, expert_tensor=1 if layout.experts_folded else t)
+    )
     return warnings
 
 
@@ -623,8 +625,11 @@ HEAD_DIM_MULTIPLE = 8
 GEMM_WIDTH_MULTIPLE = 64
 
 
-def shape_alignment_warnings(model: ModelSpec, tensor: int) -> list[str]:
-    """Warnings for GEMM dimensions off the tensor-core grid (see GEMM_WIDTH_MULTIPLE)."""
+def shape_alignment_warnings(
+    model: ModelSpec, tensor: int, expert_tensor: int | None = None
+) -> list[str]:
+    """Warnings for GEMM dimensions off the tensor-core grid (see GEMM_WIDTH_MULTIPLE); the
+    experts' widths split over ``expert_tensor`` (default: ``tensor``)."""
     out: list[str] = []
     h, a = model.hidden_size, model.num_attention_heads
     head_dim = model.head_dim
@@ -639,14 +644,16 @@ def shape_alignment_warnings(model: ModelSpec, tensor: int) -> list[str]:
             "GEMMs leave the tensor cores, priced at the CUDA cores' FP32 rate where the "
             "cluster names one (see assumptions)"
         )
-    widths = {"hidden_size": h, "ffn_hidden_size": model.ffn}
+    widths = {"hidden_size": (h, tensor), "ffn_hidden_size": (model.ffn, tensor)}
     if model.is_moe:
-        widths["moe_ffn_hidden_size"] = model.expert_ffn
-    for name, width in widths.items():
-        if width % (tensor * GEMM_WIDTH_MULTIPLE):
-            per_gpu = f"{width // tensor}" if width % tensor == 0 else f"{width / tensor:.1f}"
+        split = tensor if expert_tensor is None else expert_tensor
+        widths["moe_ffn_hidden_size"] = (model.expert_ffn, split)
+    for name, (width, ways) in widths.items():
+        if width % (ways * GEMM_WIDTH_MULTIPLE):
+            per_gpu = f"{width // ways}" if width % ways == 0 else f"{width / ways:.1f}"
+            over = "tensor" if ways == tensor else "expert_tensor_parallel"
             out.append(
-                f"{name}/tensor = {width}/{tensor} = {per_gpu} columns per GPU is not a multiple "
+                f"{name}/{over} = {width}/{ways} = {per_gpu} columns per GPU is not a multiple "
                 f"of {GEMM_WIDTH_MULTIPLE}: GEMM tile quantization is not priced (BigScience "
                 "measured 27 % more TFLOP/s per GPU on one layout with 1,728 columns per GPU and "
                 "an aligned head dimension than with 1,800 and a misaligned one), so the "

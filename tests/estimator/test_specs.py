@@ -97,3 +97,21 @@ def test_an_expert_width_off_the_grid_is_named_too() -> None:
     )
     assert warnings == [w for w in warnings if w.startswith("moe_ffn_hidden_size/tensor")]
     assert len(warnings) == 1 and "14200/4 = 3550 columns per GPU" in warnings[0]
+
+
+def test_experts_folded_over_tp_are_checked_at_their_own_width() -> None:
+    """Experts 1,408 wide (22 x 64): at t 4 each GPU holds 352 columns of them, off the grid;
+    folded over TP (expert TP 1) each expert is whole, on the grid, and nothing is named."""
+    moe = dataclasses.replace(GPT3_175B, moe_num_experts=8, moe_top_k=2, moe_ffn_hidden_size=1408)
+    training = TrainingSpec(global_batch_size=64)
+    at_tp = validate_layout(
+        moe, training, LayoutSpec(pipeline=1, tensor=4, data=8, sequence_parallel=True), 8
+    )
+    assert len(at_tp) == 1 and "1408/4 = 352 columns per GPU" in at_tp[0]
+    folded = LayoutSpec(
+        pipeline=1, tensor=4, data=8, sequence_parallel=True, expert_tensor_parallel=1
+    )
+    assert validate_layout(moe, training, folded, 8) == []
+    narrow = dataclasses.replace(moe, moe_ffn_hidden_size=1400)  # whole, still off the grid
+    [warning] = validate_layout(narrow, training, folded, 8)
+    assert warning.startswith("moe_ffn_hidden_size/expert_tensor_parallel = 1400/1 = 1400")
