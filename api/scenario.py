@@ -18,7 +18,6 @@ from api.schemas import (
     ClusterIn,
     EstimateRequest,
     LayoutIn,
-    Members,
     ModelIn,
     PlanTrainingIn,
     TrainingIn,
@@ -34,9 +33,9 @@ from estimator import (
     TrainingSpec,
     estimate,
 )
-from estimator.bandwidth import BandwidthAnswer, weak_answer_warning
+from estimator.bandwidth import weak_answer_warning
 from estimator.calibrated import fitted_for_gpu
-from estimator.engine import attention_on_cuda_cores
+from estimator.engine import CollectiveUse, attention_on_cuda_cores
 from estimator.errors import ValidationError
 from estimator.frameworks import Framework, resolve_framework
 from estimator.presets import GpuPreset, gpu_family_preset, gpu_preset, model_preset
@@ -339,54 +338,38 @@ def prepare(*, request: EstimateRequest | CalibrationEstimateIn, profiles: Profi
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """An estimate and the cluster it was made on: what an estimate response shows.
-
-    ``bandwidth`` holds the provider's full answer (with its quality) for each of the
-    estimate's collectives, in their order.
-    """
+    """An estimate and the cluster it was made on: what an estimate response shows (each
+    collective carries its bandwidth provider's answer, with its quality)."""
 
     estimate: Estimate
     cluster: ResolvedCluster
-    bandwidth: tuple[BandwidthAnswer, ...] = ()
 
     @property
     def assumptions(self) -> list[str]:
         """The cluster's notes, then the engine's."""
         return [*self.cluster.notes, *self.estimate.assumptions]
 
-    def _answers(self) -> tuple[BandwidthAnswer, ...]:
-        return self.bandwidth or bandwidth_answers(self.estimate)
-
     @property
-    def collectives(self) -> list[Members]:
-        """The estimate's collectives, each with the quality of its bandwidth answer."""
-        return [
-            Members(use, quality=answer)
-            for use, answer in zip(self.estimate.collectives, self._answers(), strict=True)
-        ]
+    def collectives(self) -> list[CollectiveUse]:
+        """The estimate's collectives (each reads the quality of its bandwidth answer)."""
+        return self.estimate.collectives
 
     @property
     def warnings(self) -> list[str]:
         """The engine's warnings, then one line per weak bandwidth answer (issue 10)."""
         out = list(self.estimate.warnings)
-        for use, answer in zip(self.estimate.collectives, self._answers(), strict=True):
-            line = weak_answer_warning(use.op, use.ranks, use.nodes, use.size_bytes, answer)
+        for use in self.estimate.collectives:
+            line = weak_answer_warning(use.op, use.ranks, use.nodes, use.size_bytes, use.explain())
             if line is not None and line not in out:
                 out.append(line)
         return out
-
-
-def bandwidth_answers(result: Estimate) -> tuple[BandwidthAnswer, ...]:
-    """The bandwidth provider's answer, with its quality, for each collective of an estimate
-    (asked once per collective, and kept by it)."""
-    return tuple(use.explain() for use in result.collectives)
 
 
 def run(*, request: EstimateRequest, profiles: Profiles) -> Answer:
     """The engine's estimate for a request, with its resolved cluster."""
     prepared = prepare(request=request, profiles=profiles)
     result = estimate(prepared.scenario)
-    return Answer(result, prepared.cluster, bandwidth_answers(result))
+    return Answer(result, prepared.cluster)
 
 
 def figures(

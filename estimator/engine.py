@@ -127,6 +127,12 @@ class CollectiveUse:
         return self.explain().method
 
     @property
+    def quality(self) -> BandwidthAnswer:
+        """The provider's answer, read for how far it is from data (distance to measured
+        sizes, derived placement or collective, weak, advice)."""
+        return self.explain()
+
+    @property
     def source(self) -> str:
         """Which run or figure the bandwidth came from."""
         return self.explain().source

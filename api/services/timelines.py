@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from api.durations import duration_text
-from api.scenario import Answer, bandwidth_answers, prepare, scenario_figures
+from api.scenario import Answer, prepare, scenario_figures
 from api.schemas import TimelineEventOut, TimelineRequest, TimelineResponse, finite_answer
 from api.snapshots import Profiles
 from estimator import estimate
@@ -32,7 +32,7 @@ def create_timeline(*, request: TimelineRequest, profiles: Profiles) -> Timeline
     sc = prepared.scenario
     tl = timeline(sc, shown=request.max_microbatches_shown)
     result = estimate(sc)
-    answer = Answer(result, prepared.cluster, bandwidth_answers(result))
+    answer = Answer(result, prepared.cluster)
     warnings = list(answer.warnings)
     warnings += [w for w in tl.warnings if w not in warnings]
     lay = sc.layout
