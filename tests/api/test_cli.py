@@ -1449,3 +1449,17 @@ def test_the_breakdown_table_has_no_range_row_without_a_range() -> None:
     base = {"iteration_time_s": 2.0, "breakdown_s": {"compute": 2.0}}
     assert "likely measured" not in rendered({**base, "iteration_time_range_s": None})
     assert "likely measured" in rendered({**base, "iteration_time_range_s": [1.9, 2.3]})
+
+
+def test_plan_table_names_experts_folded_over_tp() -> None:
+    """A planned layout with expert_tensor_parallel 1 reads '<ep> etp1' in the plan table's
+    ep column; one at the layer's TP keeps the bare EP size."""
+    from api.cli.tables import plan_rows
+
+    def entry(**layout: object) -> dict[str, object]:
+        base = {"pipeline": 1, "tensor": 2, "data": 8, "expert_parallel": 16}
+        return {"rank": 1, "iteration_time_s": 1.0, "layout": {**base, **layout}}
+
+    folded, at_tp = plan_rows([entry(expert_tensor_parallel=1), entry(expert_tensor_parallel=None)])
+    assert folded["ep"] == "16 etp1"
+    assert at_tp["ep"] == 16
