@@ -398,8 +398,8 @@ def layer_times(
         permute_bytes = 2.0 * 2.0 * routed * float(model.moe_top_k) * h * beta
         extra = extra + router + roof.stream_s(permute_bytes)
         if fp8:
-            # Each local expert's FC1 and FC2 on its rows: inputs h and f_e/t, gradients
-            # gated·f_e/t and h (the token rows are gathered, not the casts).
+            # Each local expert's FC1 and FC2 on its rows: inputs h and f_e/et, gradients
+            # gated·f_e/et and h (the token rows are gathered, not the casts).
             cast_fwd_bytes = cast_fwd_bytes + local * rows * (h + f_e / et) * FP8_CAST_BYTES
             cast_bwd_bytes = cast_bwd_bytes + local * rows * (
                 (h + f_e / et) * FP8_TRANSPOSE_COPY_BYTES
