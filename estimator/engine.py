@@ -394,8 +394,9 @@ _FINE_GRAINED_MOE_WARNING = (
     f"were predicted {FINE_GRAINED_MOE_ACCURACY.min_error_pct:+.0f} % to "
     f"{FINE_GRAINED_MOE_ACCURACY.max_error_pct:+.0f} % off (mean |error| "
     f'{FINE_GRAINED_MOE_ACCURACY.mean_abs_error_pct:.0f} %, out of sample; README "Accuracy"); '
-    "the host and launch cost of many small GEMMs and the dispatcher's software are not "
-    "modelled (one published layout's throughput moved by 77 % between two releases)"
+    "the host and launch cost of many small GEMMs, the dispatcher's software and its "
+    "all-to-alls' overlap with compute are not modelled (one published layout's throughput "
+    "moved by 77 % between two releases)"
 )
 
 
