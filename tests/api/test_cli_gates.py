@@ -288,6 +288,37 @@ def test_plan_flags_reach_the_request(env: Path, tmp_path: Path) -> None:
     assert json.loads(flagged.stdout)["memory_headroom"] == 0.3
 
 
+def test_plan_expert_flags_reach_the_request(env: Path, tmp_path: Path) -> None:
+    """--expert-parallel (repeat) and --experts-folded/--no-experts-folded narrow a MoE
+    plan's sweep; folding a dense model's experts is a 422, exit 2, naming the field."""
+    moe = {**PLAN_REQUEST, "model": {"preset": "mixtral-8x7b", "num_layers": 8}, "gpus": 16}
+    request = write_json(tmp_path / "moe.json", moe)
+    folded = run(
+        "plan",
+        "--request",
+        request,
+        "--top-k",
+        "10000",
+        "--expert-parallel",
+        "8",
+        "--experts-folded",
+    )
+    assert folded.exit_code == 0, folded.stderr
+    body = json.loads(folded.stdout)
+    assert body["expert_parallel"] == [8] and body["experts_folded"] == [False, True]
+    assert any(e["layout"]["expert_tensor_parallel"] == 1 for e in body["layouts"])
+    plain = run("plan", "--request", request, "--top-k", "10000", "--no-experts-folded")
+    assert plain.exit_code == 0, plain.stderr
+    body = json.loads(plain.stdout)
+    assert body["experts_folded"] == [False]
+    assert all(e["layout"]["expert_tensor_parallel"] is None for e in body["layouts"])
+    dense = run(
+        "plan", "--request", write_json(tmp_path / "dense.json", PLAN_REQUEST), "--experts-folded"
+    )
+    assert dense.exit_code == 2
+    assert "experts_folded" in dense.stderr
+
+
 def test_plan_with_a_bad_headroom_exits_2_naming_it(env: Path, tmp_path: Path) -> None:
     request = write_json(tmp_path / "long.json", PLAN_REQUEST)
     result = run("plan", "--request", request, "--memory-headroom", "1")

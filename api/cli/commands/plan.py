@@ -38,6 +38,19 @@ def plan(
         list[int] | None,
         typer.Option(help="A context-parallel size to sweep (repeat; default: automatic)."),
     ] = None,
+    expert_parallel: Annotated[
+        list[int] | None,
+        typer.Option(help="An expert-parallel size to sweep (repeat; default: automatic)."),
+    ] = None,
+    experts_folded: Annotated[
+        bool | None,
+        typer.Option(
+            "--experts-folded/--no-experts-folded",
+            help="Also sweep (or never) a MoE model's experts folded over TP (expert TP 1); "
+            "default: also, for a MoE model.",
+            show_default=False,
+        ),
+    ] = None,
     output_format: FormatOpt = OutputFormat.JSON,
 ) -> None:
     """Rank every valid layout for a GPU count: POST /v1/plans."""
@@ -55,6 +68,10 @@ def plan(
         where["tensor_within_node"] = True
     if context_parallel:
         where["context_parallel"] = context_parallel
+    if expert_parallel:
+        where["expert_parallel"] = expert_parallel
+    if experts_folded is not None:
+        where["experts_folded"] = [False, True] if experts_folded else [False]
     if tie_tolerance is not None:
         body["tie_tolerance"] = tie_tolerance
     with open_client(options(ctx)) as client:
