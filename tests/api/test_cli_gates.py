@@ -292,22 +292,13 @@ def test_plan_expert_flags_reach_the_request(env: Path, tmp_path: Path) -> None:
     """--expert-parallel (repeat) and --experts-folded/--no-experts-folded narrow a MoE
     plan's sweep; folding a dense model's experts is a 422, exit 2, naming the field."""
     moe = {**PLAN_REQUEST, "model": {"preset": "mixtral-8x7b", "num_layers": 8}, "gpus": 16}
-    request = write_json(tmp_path / "moe.json", moe)
-    folded = run(
-        "plan",
-        "--request",
-        request,
-        "--top-k",
-        "10000",
-        "--expert-parallel",
-        "8",
-        "--experts-folded",
-    )
+    every = ("plan", "--request", write_json(tmp_path / "moe.json", moe), "--top-k", "10000")
+    folded = run(*every, "--expert-parallel", "8", "--experts-folded")
     assert folded.exit_code == 0, folded.stderr
     body = json.loads(folded.stdout)
     assert body["expert_parallel"] == [8] and body["experts_folded"] == [False, True]
     assert any(e["layout"]["expert_tensor_parallel"] == 1 for e in body["layouts"])
-    plain = run("plan", "--request", request, "--top-k", "10000", "--no-experts-folded")
+    plain = run(*every, "--no-experts-folded")
     assert plain.exit_code == 0, plain.stderr
     body = json.loads(plain.stdout)
     assert body["experts_folded"] == [False]
