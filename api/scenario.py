@@ -35,7 +35,7 @@ from estimator import (
 )
 from estimator.bandwidth import weak_answer_warning
 from estimator.calibrated import fitted_for_gpu
-from estimator.engine import CollectiveUse, attention_on_cuda_cores
+from estimator.engine import attention_on_cuda_cores
 from estimator.errors import ValidationError
 from estimator.frameworks import Framework, resolve_framework
 from estimator.presets import GpuPreset, gpu_family_preset, gpu_preset, model_preset
@@ -348,11 +348,6 @@ class Answer:
     def assumptions(self) -> list[str]:
         """The cluster's notes, then the engine's."""
         return [*self.cluster.notes, *self.estimate.assumptions]
-
-    @property
-    def collectives(self) -> list[CollectiveUse]:
-        """The estimate's collectives (each reads the quality of its bandwidth answer)."""
-        return self.estimate.collectives
 
     @property
     def warnings(self) -> list[str]:

@@ -1120,7 +1120,8 @@ class EstimateResponse(_Out):
         validation_alias=AliasPath("estimate", "traffic_bytes")
     )
     collectives: list[CollectiveOut] = Field(
-        description="with the quality of each bandwidth answer (api.scenario.Answer)"
+        validation_alias=AliasPath("estimate", "collectives"),
+        description="with the quality of each bandwidth answer",
     )
     memory: MemoryOut = Field(validation_alias=AliasPath("estimate", "memory"))
     micro_batches: int = Field(validation_alias=AliasPath("estimate", "micro_batches"))

@@ -314,14 +314,15 @@ def layer_times(
     imbalance: float,
     ep: Num,
     fp8_gather: bool = False,
-    experts_folded: Num = 0.0,
+    expert_tp: Num | None = None,
 ) -> LayerTimes:
     """Per-operation times of one (dense or MoE) layer for a micro-batch of b sequences.
 
     ``fp8_gather``: FP8 casts of the sequence-parallel inputs happen on the shard, before their
-    all-gather (torchao float8 TP; ``Framework.tp_fp8_all_gather``). ``experts_folded``: 1 where
-    the experts run whole (expert tensor parallelism 1 under t > 1, sequence parallel): each
-    rank routes its sequence shard's tokens, and its local experts' GEMMs are expert_ffn wide.
+    all-gather (torchao float8 TP; ``Framework.tp_fp8_all_gather``). ``expert_tp``: the experts'
+    own tensor parallelism where it is not t (1: folded over TP under sequence parallelism):
+    each rank then routes its sequence shard's tokens, and its local experts' GEMMs are
+    expert_ffn/expert_tp wide.
     """
     h, kv, s = float(model.hidden_size), float(model.kv_hidden), float(model.seq_length)
     hq = float(model.attention_width)  # Q's and the attention output's width (h by default)
@@ -385,10 +386,8 @@ def layer_times(
         local = e / ep
         # Tokens this rank routes and its experts' TP: all b·s/cp (gathered over TP) at TP t,
         # or folded the sequence shard at TP 1 (the same FLOPs, in fewer, wider GEMMs).
-        routed, et = tokens, t
-        if not isinstance(experts_folded, float) or experts_folded:  # a 0/1 flag
-            et = t - experts_folded * (t - 1.0)
-            routed = tokens / (experts_folded * t + (1.0 - experts_folded))
+        et = t if expert_tp is None else expert_tp
+        routed = tokens if expert_tp is None else tokens * et / t
         rows = imbalance * ep * routed * float(model.moe_top_k) / e  # tokens per local expert
         fc1 = lin(gated * f_e / et, h, local, rows)
         fc2 = lin(h, f_e / et, local, rows)

@@ -648,8 +648,10 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     moe_frac = float(model.num_moe_layers) / l
     pricer = _Pricer(bandwidth)
     folded = moe_frac != 0.0 and _any(lay.ef)
-    # MoE layers that all-gather their routed tokens over TP (not folded, under SP)
+    # MoE layers that all-gather their routed tokens over TP (not folded, under SP), and the
+    # experts' own TP: t, or 1 where folded
     tp_dispatch = ctx.sp * (1.0 - lay.ef) if folded else ctx.sp
+    expert_tp: Num = _where(lay.ef, 1.0, t) if folded else t
 
     # --- compute per layer and micro-batch (estimator.compute) -----------------------------
     flash = training.flash_attention
@@ -684,7 +686,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             imbalance=imbalance,
             ep=ep,
             fp8_gather=fp8_gather,
-            experts_folded=lay.ef if folded else 0.0,
+            expert_tp=expert_tp if folded else None,
         )
         if moe_frac
         else dense
@@ -731,8 +733,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     expert_layer: Num = 0.0 * p
     if moe_frac:
         layer_params = (1.0 - moe_frac) * layer_params + moe_frac * moe_shared / t
-        # the experts' own TP: t, or 1 when folded
-        expert_layer = moe_frac * experts / (ep * (_where(lay.ef, 1.0, t) if folded else t))
+        expert_layer = moe_frac * experts / (ep * expert_tp)
     output_params = vocab * h / t  # the logit layer's weights (or the tied copy) on the last stage
     first_dense = (
         ctx.first_layers * layer_params
