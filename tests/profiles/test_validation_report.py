@@ -160,14 +160,21 @@ DGXC_MOE_MEAN_PCT = 8.5
 # since 13 more Megatron-Bridge H100 rows are scored (SOURCES.md §5c, a rule declared before
 # scoring), six of them Qwen3-30B-A3B, the fine-grained MoE commest predicts worst; 6.33 % on
 # 184 since the engine expresses experts folded over TP and the rule scores five Qwen3-235B-A22B
-# rows it had excluded for that alone.
-ALL_ROWS_MEAN_PCT = 6.4
+# rows it had excluded for that alone; 7.21 % on 187 since three BF16 Qwen3-30B-A3B runs from
+# Megatron-Bridge's model verification card and performance skills are scored (SOURCES.md §5d,
+# a rule declared before scoring; +42 to +74 %, no constant or mechanism changed).
+ALL_ROWS_MEAN_PCT = 7.25
 # Megatron-Bridge's H100 tables (Llama 3 70B, Llama 3.1 405B, Qwen3-30B-A3B, Qwen3-235B-A22B):
 # issue 11's per-family target 8 % is missed, 14.25 % today: the Llama rows are within 9.3 %
 # (mean 3.95 %), the eleven Qwen3 rows 22.7 % (FINE_GRAINED_MOE_ACCURACY; the five 235B rows
 # +9.5 to +17.8 %, 30B's six -61 to +11 %).
 MBRIDGE_MEAN_PCT = 14.3
 MBRIDGE_LLAMA_MEAN_PCT = 4.0
+# Megatron-Bridge's model verification card and performance skills (SOURCES.md §5d): three BF16
+# Qwen3-30B-A3B runs on 16 H100s (TP 1, EP 16, HybridEP), predicted +42 to +74 % too slow,
+# mean 60.9 %: the engine charges 18.2 s of all-to-all where NVIDIA's Nsight of the same run
+# shows 4.25 s of dispatch-with-permute. Pinned so a change to the MoE all-to-all shows here.
+MBCARDS_MEAN_PCT = 61.0
 # MT-NLG 530B (Megatron-DeepSpeed on Selene, 2021): predicted by the compute speed fitted on
 # BigScience's 2022 sweep on Jean Zay (another team, cluster and year): issue 11's per-family
 # target 8 %; 6.32 % today (15.6 % before that constant; 4.27 % before misaligned attention heads
@@ -184,6 +191,8 @@ def test_megatron_bridge_rows_dense_within_target_fine_grained_moe_named(
     report: ValidationReport,
 ) -> None:
     assert report.by_source["megatron_bridge_perf"].mean_abs_error_pct <= MBRIDGE_MEAN_PCT
+    cards = report.by_source["megatron_bridge_cards"]
+    assert cards.rows == 3 and cards.mean_abs_error_pct <= MBCARDS_MEAN_PCT
     llama = [r for r in report.rows if r.id.startswith("mbridge") and "llama" in r.id]
     assert len(llama) == 9
     assert sum(abs(r.error_pct) for r in llama) / len(llama) <= MBRIDGE_LLAMA_MEAN_PCT
@@ -191,7 +200,7 @@ def test_megatron_bridge_rows_dense_within_target_fine_grained_moe_named(
     fine = report.by_kind["fine-grained moe"]
     errors = [r.error_pct for r in report.rows if "fine-grained moe" in r.kinds]
     acc = FINE_GRAINED_MOE_ACCURACY
-    assert acc.runs == fine.rows == 11
+    assert acc.runs == fine.rows == 14
     assert acc.mean_abs_error_pct == pytest.approx(fine.mean_abs_error_pct, abs=0.05)
     assert acc.mean_error_pct == pytest.approx(fine.mean_error_pct, abs=0.05)
     assert acc.min_error_pct == pytest.approx(min(errors), abs=0.05)
