@@ -36,7 +36,7 @@ from api import model_build
 from estimator.bandwidth import Collective, TrafficKind, parse_collective
 from estimator.errors import ValidationError
 from estimator.frameworks import DEFAULT_FRAMEWORK, FRAMEWORK_NAMES, TrainerKind
-from estimator.specs import Fidelity, Precision, Recompute
+from estimator.specs import Fidelity, MoeDispatcher, Precision, Recompute
 from estimator.traffic import Algorithm
 
 #: 1-64 characters of [A-Za-z0-9._-], but not "." or "..": URL clients normalise those path
@@ -422,6 +422,13 @@ class _Numerics(_In):
         ge=1,
         le=MAX_FLOAT,
         description="MoE: tokens on the busiest expert rank over the mean (default: balanced)",
+    )
+    moe_token_dispatcher: MoeDispatcher = Field(
+        MoeDispatcher.ALLTOALL,
+        description="MoE, detailed fidelity: how routed tokens reach their experts (Megatron's "
+        "--moe-token-dispatcher-type): alltoall, every routed copy on the wire; flex (DeepEP, "
+        "HybridEP), a token crosses to each remote node once over RDMA and reaches each rank "
+        "once over NVLink",
     )
 
 
@@ -1021,6 +1028,12 @@ class CollectiveOut(_Out):
     quality: BandwidthQualityOut
     time_per_call_s: float
     link_time_s: float
+    scope: str = Field(
+        description="which members of the group exchange its bytes: group (all of them); a "
+        "flex MoE dispatch's legs: across_nodes (one rank per node, the same position; priced "
+        "on the whole group's placement, sized so its off-node share is what crosses) and "
+        "within_node (the group's ranks on one node)"
+    )
 
 
 class MemoryOut(_Out):

@@ -37,6 +37,7 @@ from estimator.specs import (
     ClusterSpec,
     Fidelity,
     ModelSpec,
+    MoeDispatcher,
     Precision,
     Recompute,
     Scenario,
@@ -112,6 +113,15 @@ class CollectiveUse:
     link_time_s: float
     provider: BandwidthProvider = field(repr=False, compare=False)
     _answer: list[BandwidthAnswer] = field(default_factory=list, repr=False, compare=False)
+    # Which of its group's members exchange bytes (``estimator.traffic.SCOPES``): "group";
+    # a flex MoE dispatch's RDMA leg, "across_nodes" (priced on the whole group's placement,
+    # sized so its off-node share is what crosses), and its NVLink leg, "within_node".
+    scope: str = "group"
+
+    @property
+    def members(self) -> int:
+        """Ranks that exchange its bytes: the nodes for an across-nodes leg, else its ranks."""
+        return self.nodes if self.scope == "across_nodes" else self.ranks
 
     def explain(self) -> BandwidthAnswer:
         """The provider's answer for this collective, with its provenance (asked once)."""
@@ -141,7 +151,7 @@ class CollectiveUse:
     def bytes_per_iteration(self) -> float:
         """Bytes this GPU sends for it per iteration (bus factor · S · calls)."""
         return (
-            float(bus_factor(self.op, float(self.ranks)))
+            float(bus_factor(self.op, float(self.members)))
             * self.size_bytes
             * (self.calls_per_iteration)
         )
@@ -295,10 +305,12 @@ def estimate(scenario: Scenario) -> Estimate:
                 time_per_call_s=per_call,
                 link_time_s=per_call * count,
                 provider=provider,
+                scope=call.scope,
             )
         )
+        members = float(call.nodes) if call.scope == "across_nodes" else float(ranks)
         # A StrEnum member hashes and compares as its value (``.value`` is a slow property).
-        traffic[call.kind] += float(bus_factor(call.op, float(ranks))) * size * count
+        traffic[call.kind] += float(bus_factor(call.op, members)) * size * count
 
     terms = k.terms
     breakdown = Breakdown(
@@ -394,7 +406,7 @@ _FINE_GRAINED_MOE_WARNING = (
     f"were predicted {FINE_GRAINED_MOE_ACCURACY.min_error_pct:+.0f} % to "
     f"{FINE_GRAINED_MOE_ACCURACY.max_error_pct:+.0f} % off (mean |error| "
     f'{FINE_GRAINED_MOE_ACCURACY.mean_abs_error_pct:.0f} %, out of sample; README "Accuracy"); '
-    "the host and launch cost of many small GEMMs, the dispatcher's software and its "
+    "the host and launch cost of many small GEMMs, the FP8 experts' per-expert casts and the "
     "all-to-alls' overlap with compute are not modelled (one published layout's throughput "
     "moved by 77 % between two releases)"
 )
@@ -744,6 +756,14 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
             + ("(given)" if tr.moe_capacity_factor else "(balanced routing assumed)")
             + "; 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer, exposed"
             + (
+                "; flex dispatcher (DeepEP, HybridEP): a token crosses to each remote node "
+                "holding one of its experts once (RDMA, to the rank at the same position) and "
+                "reaches each rank holding one once over NVLink, experts drawn uniformly "
+                "(balanced routing); the two legs run at once, the slower sets the pace"
+                if tr.moe_token_dispatcher is MoeDispatcher.FLEX
+                else ""
+            )
+            + (
                 f"; experts folded over TP (expert_tensor_parallel 1): each expert whole, "
                 f"expert-parallel groups of {lay.expert_parallel} consecutive ranks of a "
                 f"stage's tensor·data·cp, tokens routed from the sequence shard (no TP gather "
@@ -799,7 +819,11 @@ def traffic_loads(result: Estimate) -> list[CollectiveLoad]:
                 )
             )
         else:
-            loads.append(CollectiveLoad(use.kind, use.op, use.size_bytes, use.calls_per_iteration))
+            loads.append(
+                CollectiveLoad(
+                    use.kind, use.op, use.size_bytes, use.calls_per_iteration, scope=use.scope
+                )
+            )
     return loads
 
 

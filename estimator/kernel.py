@@ -60,6 +60,7 @@ from estimator.specs import (
     BYTES_PER_ELEMENT,
     Fidelity,
     ModelSpec,
+    MoeDispatcher,
     Precision,
     TrainingSpec,
     parse_rank_order,
@@ -175,6 +176,10 @@ class Call:
     term: str = ""  # the breakdown term it is charged to; default: its kind
     busbw_gbps: Num = 0.0
     time_per_call_s: Num = 0.0
+    # Which members of its group exchange bytes (estimator.traffic.SCOPES): all of them, or
+    # (a flex MoE dispatch's two legs) those on other nodes at the same node position, or
+    # those on the same node.
+    scope: str = "group"
 
     def __post_init__(self) -> None:
         self.term = self.term or str(self.kind)  # its value (a StrEnum); .value is slower
@@ -508,16 +513,51 @@ class _Pricer:
         count: Num,
         per_mb: bool,
         term: str = "",
+        scope: str = "group",
     ) -> None:
         """A collective of the critical stage for the report (skipped when it never runs)."""
         if priced is _NEVER or not _any(count):
             return
-        call = Call(kind, op, ranks, nodes, size, count, per_mb, term)
+        call = Call(kind, op, ranks, nodes, size, count, per_mb, term, scope=scope)
         call.busbw_gbps, call.time_per_call_s = priced
         self.calls.append(call)
 
 
 _NEVER: tuple[Num, Num] = (0.0, 0.0)  # a collective no layout runs
+
+
+def _miss(experts: float, held: Num, top_k: int) -> Num:
+    """The chance that none of a token's ``top_k`` distinct experts, drawn uniformly (balanced
+    routing) from ``experts``, is among the ``held`` ones: C(E − m, k) / C(E, k)."""
+    out: Num = 1.0
+    for i in range(top_k):
+        out = out * _max(experts - held - i, 0.0) / (experts - i)
+    return out
+
+
+def _flex_dispatch_sizes(
+    model: ModelSpec, a2a_bytes: Num, ep: Num, nodes: Num
+) -> tuple[Num, Num, Num]:
+    """One flex (DeepEP / HybridEP) dispatch as two all-to-alls: (the RDMA leg's size on the
+    expert group's placement, the group's ranks per node, the NVLink leg's size on one node).
+
+    DeepEP (README, "normal kernels"): a token goes once over RDMA to each remote node that
+    holds one of its k experts, to the rank at the same position there, and once over NVLink
+    to each rank that holds one (its own node's, and those the remote peer forwards to). Per
+    rank and token of B bytes: RDMA B·(N − 1)·(1 − miss_node), NVLink B·(1 − miss_rank)·(ep − N)
+    (by symmetry each rank forwards as much as it receives). Each is sized as an all-to-all
+    whose off-node (RDMA) or on-node (NVLink) share is those bytes, so the profile's curves
+    price them. ``a2a_bytes``: the all-to-all's k routed copies of this rank's tokens.
+    """
+    experts = float(model.moe_num_experts)
+    top_k = int(model.moe_top_k)
+    token_bytes = a2a_bytes / float(top_k)
+    per_node = ep / nodes
+    rdma = token_bytes * nodes * (1.0 - _miss(experts, experts / nodes, top_k))
+    nvlink = token_bytes * (1.0 - _miss(experts, experts / ep, top_k)) * (ep - nodes)
+    return rdma * _gt(nodes, 1.0), per_node, nvlink * per_node / _max(per_node - 1.0, 1.0)
+
+
 # A sweep asks the provider only about the layouts that run a collective when fewer than this
 # fraction do (the gather and scatter cost less than the provider's work on the others).
 _SUBSET_QUERY_BELOW = 0.75
@@ -921,12 +961,21 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
 
     # EP: dispatch and combine all-to-alls, 2 forward, 2 backward, 2 more in a full replay.
     a2a_bytes: Num = 0.0
-    ep_a2a = _NEVER
+    ep_a2a = ep_nvlink = _NEVER
+    flex = training.moe_token_dispatcher is MoeDispatcher.FLEX
+    ep_per_node: Num = 1.0
+    nvlink_bytes: Num = 0.0
     ep_layer: Num = 0.0
     if moe_frac:
         a2a_bytes = beta * b * (s / cp) * h * float(model.moe_top_k) / _where(sp, t, 1.0)
+        if flex:
+            a2a_bytes, ep_per_node, nvlink_bytes = _flex_dispatch_sizes(
+                model, a2a_bytes, ep, ctx.nodes_ep
+            )
+            ep_nvlink = pricer.time(_EXPERT, _ALLTOALL, ep_per_node, 1.0, nvlink_bytes, moe_frac)
         ep_a2a = pricer.time(_EXPERT, _ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, moe_frac)
-        ep_layer = moe_frac * (4.0 + 2.0 * full) * ep_a2a[1]
+        # flex: the RDMA and NVLink legs run at once, the slower one sets the pace
+        ep_layer = moe_frac * (4.0 + 2.0 * full) * _max(ep_a2a[1], ep_nvlink[1])
 
     # PP: activation forward, gradient backward, per chunk; 1/t of it with scatter/gather or
     # SP, then an all-gather over the TP group (charged to pp: the pipeline waits on it).
@@ -1275,9 +1324,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             tied * has_pp,
             False,
         )
-    if ep_a2a is not _NEVER:
+    if ep_a2a is not _NEVER or ep_nvlink is not _NEVER:
         calls = layers_pace * moe_frac * (4.0 + 2.0 * full)
-        rec(_EXPERT, _ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, ep_a2a, calls, True)
+        scope = "across_nodes" if flex else "group"
+        rec(_EXPERT, _ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, ep_a2a, calls, True, scope=scope)
+        nvlink = (ep_per_node, 1.0, nvlink_bytes, ep_nvlink)
+        rec(_EXPERT, _ALLTOALL, *nvlink, calls, True, scope="within_node")
 
     return KernelResult(
         terms=terms,

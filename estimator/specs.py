@@ -49,6 +49,18 @@ RECOMPUTE_CODE: dict[Recompute, int] = {
 }
 
 
+class MoeDispatcher(StrEnum):
+    """How a MoE layer's routed tokens reach their experts (Megatron-Core's
+    ``--moe-token-dispatcher-type``; detailed fidelity)."""
+
+    # NCCL all-to-all: each of a token's top-k routed copies goes to its expert's rank.
+    ALLTOALL = "alltoall"
+    # DeepEP / HybridEP (``flex``): a token crosses to each remote node holding one of its
+    # experts once (RDMA to the peer of the same node position), then reaches each rank holding
+    # one of them once over NVLink; both run at once (DeepEP README, "normal kernels").
+    FLEX = "flex"
+
+
 class Fidelity(StrEnum):
     PAPER = "paper"  # the seed's formulation exactly (scalar C, scalar u)
     DETAILED = "detailed"  # per-stage FLOPs, per-collective bandwidth, every refinement named
@@ -209,6 +221,7 @@ class TrainingSpec:
     # --moe-expert-capacity-factor with padding; for dropless routing, the measured
     # imbalance). None: balanced routing (1.0), an assumption the estimate names.
     moe_capacity_factor: float | None = None
+    moe_token_dispatcher: MoeDispatcher = MoeDispatcher.ALLTOALL
 
     def __post_init__(self) -> None:
         _positive_int("training.global_batch_size", self.global_batch_size)
@@ -240,6 +253,11 @@ class TrainingSpec:
         )
         object.__setattr__(
             self, "precision", parse_enum(Precision, "training.precision", self.precision)
+        )
+        object.__setattr__(
+            self,
+            "moe_token_dispatcher",
+            parse_enum(MoeDispatcher, "training.moe_token_dispatcher", self.moe_token_dispatcher),
         )
         if self.grad_reduce_precision is not None:
             object.__setattr__(

@@ -23,6 +23,12 @@ Volumes (per rank, per call): ring sends ``bus_factor(op, n) · S`` to the ring 
 direct spreads the same volume evenly over the other n - 1 members; alltoall always spreads
 ``(n - 1)/n · S`` evenly; sendrecv sends S to the neighbour. Groups of one rank carry nothing.
 Ring order within a group is ascending rank (the pipeline group keeps stage order).
+
+A load's ``scope`` narrows which members of a group exchange its bytes (alltoall only): the
+whole group; ``across_nodes``, the members at the same position among their node's members, one
+per node the group spans (a flex MoE dispatch's RDMA leg: DeepEP sends to the peer of the same
+position); ``within_node``, the members on one node (its NVLink leg). Each such subgroup of c
+members is an alltoall of its own: every member sends S/c to each other member.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ SUPPORTED_OPS: frozenset[Collective] = frozenset(
     }
 )
 DIRECTIONS = ("both", "forward", "backward")
+SCOPES = ("group", "across_nodes", "within_node")
 # Kinds whose traffic may be point-to-point: pipeline sends, and the ring passes of context
 # parallelism (PyTorch's ring attention passes dK/dV to the next rank: Framework.cp_torch_ring).
 _SENDRECV_KINDS = frozenset({TrafficKind.PP, TrafficKind.CP})
@@ -309,6 +316,7 @@ class CollectiveLoad:
     size_bytes: float
     calls: float
     direction: str = "both"
+    scope: str = "group"  # which members exchange bytes (SCOPES; module docstring)
 
     def __post_init__(self) -> None:
         try:
@@ -347,6 +355,12 @@ class CollectiveLoad:
         if self.direction != "both" and self.kind is not TrafficKind.PP:
             raise ValidationError(
                 "load.direction", self.direction, "only pp sendrecv has a direction"
+            )
+        if self.scope not in SCOPES:
+            raise ValidationError("load.scope", self.scope, f"must be one of {', '.join(SCOPES)}")
+        if self.scope != "group" and self.op is not Collective.ALLTOALL:
+            raise ValidationError(
+                "load.scope", self.scope, "only an alltoall runs over part of its group"
             )
 
     def volume_per_rank(self, group_size: int) -> float:
@@ -506,6 +520,8 @@ class _Patterns:
     spread: dict[TrafficKind, float]
     forward: float
     backward: float
+    # (kind, scope) -> S · calls of the loads over part of their group (per-pair bytes S/c)
+    scoped: dict[tuple[TrafficKind, str], float]
 
 
 def _patterns(
@@ -513,10 +529,15 @@ def _patterns(
 ) -> _Patterns:
     ring: dict[TrafficKind, float] = {}
     spread: dict[TrafficKind, float] = {}
+    scoped: dict[tuple[TrafficKind, str], float] = {}
     forward = 0.0
     backward = 0.0
     for load in loads:
         kind = load.kind
+        if load.scope != "group":
+            key = (kind, load.scope)
+            scoped[key] = scoped.get(key, 0.0) + load.size_bytes * load.calls
+            continue
         if kind is TrafficKind.PP:
             volume = load.volume_per_rank(placement.pipeline)
             if load.direction in ("both", "forward"):
@@ -536,7 +557,44 @@ def _patterns(
             ring[kind] = ring.get(kind, 0.0) + volume
     if placement.pipeline == 1:
         forward = backward = 0.0
-    return _Patterns(ring, spread, forward, backward)
+    return _Patterns(ring, spread, forward, backward, scoped)
+
+
+def _scope_runs(placement: Placement, kind: TrafficKind, scope: str) -> tuple[IntArray, IntArray]:
+    """The subgroups of a scope (module docstring), run after run: (members, run lengths)."""
+    groups = np.sort(placement.group_ranks(kind), axis=1)
+    rows, n = groups.shape
+    node = groups // placement.gpus_per_node
+    index = np.broadcast_to(np.arange(n), groups.shape)
+    change = np.ones(groups.shape, dtype=bool)
+    change[:, 1:] = node[:, 1:] != node[:, :-1]
+    if scope == "within_node":  # ascending members: each node's members are one run already
+        members = groups.ravel()
+        starts = np.flatnonzero(change.ravel())
+    else:  # across_nodes: group by (row, position among the row's members on its node)
+        position = index - np.maximum.accumulate(np.where(change, index, 0), axis=1)
+        row = np.broadcast_to(np.arange(rows)[:, None], groups.shape)
+        order = np.lexsort((node.ravel(), position.ravel(), row.ravel()))
+        members = groups.ravel()[order]
+        key = (row.ravel() * n + position.ravel())[order]
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    lengths = np.diff(np.append(starts, members.size))
+    return members, lengths
+
+
+def _run_pairs(
+    members: IntArray, lengths: IntArray, total: float
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """Every ordered pair of distinct members within each run, and its bytes (total / c)."""
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)  # per member: its run's start
+    sizes = np.repeat(lengths, lengths)
+    others = sizes - 1
+    src_index = np.repeat(np.arange(members.size), others)
+    offset = np.repeat(np.arange(members.size) - starts, others)
+    j = np.arange(int(others.sum())) - np.repeat(np.cumsum(others) - others, others)
+    partner = np.repeat(starts, others) + np.where(j < offset, j, j + 1)
+    per_pair = total / np.repeat(sizes, others).astype(np.float64)
+    return members[src_index], members[partner], per_pair
 
 
 def _group_count(placement: Placement, kind: TrafficKind) -> int:
@@ -564,6 +622,10 @@ def traffic_entry_count(
     """
     pat = _patterns(placement, loads, Algorithm(algorithm))
     count = 0
+    for kind, scope in pat.scoped:
+        if kind not in pat.spread:  # the spread's all pairs hold these (and ring pairs none)
+            lengths = _scope_runs(placement, kind, scope)[1]
+            count += int((lengths * (lengths - 1)).sum())
     for kind in set(pat.ring) | set(pat.spread):
         n = placement.group_size(kind)
         groups = _group_count(placement, kind)
@@ -680,6 +742,12 @@ def _build(
             codes.append(np.full(src.size, _KIND_CODE[kind], dtype=np.int8))
         elif kind in pat.spread:
             add(kind, _all_pairs(groups), pat.spread[kind])
+    for (kind, scope), total in pat.scoped.items():
+        src, dst, per_pair = _run_pairs(*_scope_runs(placement, kind, scope), total)
+        srcs.append(src // g)
+        dsts.append(dst // g)
+        weights.append(per_pair)
+        codes.append(np.full(src.size, _KIND_CODE[kind], dtype=np.int8))
     if pat.forward > 0.0 or pat.backward > 0.0:
         stages = placement.group_ranks("pp")
         if pat.forward > 0.0:
@@ -716,6 +784,11 @@ def per_gpu_volume_bytes(
     stage: IntArray | None = None
     for load in loads:
         kind = load.kind
+        if load.scope != "group":
+            members, lengths = _scope_runs(placement, kind, load.scope)
+            sent = (lengths - 1) / lengths * load.size_bytes * load.calls
+            np.add.at(out[kind], members, np.repeat(sent, lengths))
+            continue
         if kind is TrafficKind.PP:
             if placement.pipeline == 1:
                 continue

@@ -83,6 +83,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("moe_router_topk", "int", "experts per token"),
     Setting("moe_ffn_hidden_size", "int", "expert MLP width"),
     Setting("moe_layer_freq", "str", "MoE layer frequency"),
+    Setting("moe_token_dispatcher_type", "str", "MoE token dispatcher"),
     # layout
     Setting("world_size", "int", "GPUs in the run", query_parameter="gpus"),
     Setting("data_parallel_size", "int", "data-parallel size"),
@@ -421,6 +422,13 @@ def build_request(
                 model["moe_every_k_layers"] = int(freq)
             except ValueError:
                 notes.append(f"moe_layer_freq {freq} is a pattern; assumed every layer is MoE")
+        dispatcher = v.get("moe_token_dispatcher_type")
+        if isinstance(dispatcher, str):
+            kind = dispatcher.strip().lower()
+            if kind in ("alltoall", "flex"):
+                out.training["moe_token_dispatcher"] = kind
+            else:  # allgather, alltoall_seq: every routed copy moves, as an all-to-all
+                notes.append(f"moe_token_dispatcher_type {dispatcher}: priced as alltoall")
 
     layout = out.layout
     layout["pipeline"] = pipeline

@@ -91,6 +91,7 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], list[TrainingS
             flash_attention=tr.flash_attention,
             framework=framework(training=tr),
             moe_capacity_factor=tr.moe_capacity_factor,
+            moe_token_dispatcher=tr.moe_token_dispatcher,
         )
         for precision in precisions
     ]

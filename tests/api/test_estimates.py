@@ -319,6 +319,31 @@ def test_experts_folded_over_tp_are_estimated_and_named(client: TestClient) -> N
     assert any("experts folded over TP" in line for line in body["assumptions"])
 
 
+def test_flex_dispatcher_prices_two_legs_and_names_them(client: TestClient) -> None:
+    """training.moe_token_dispatcher "flex" (DeepEP / HybridEP): the expert all-to-all is two
+    legs, one rank a node across nodes and the node's ranks over NVLink, each with its scope;
+    the default is alltoall, one leg over the whole group; anything else is a 422."""
+    folded = _qwen3_folded()
+    training = dict(folded["training"])  # type: ignore[call-overload]
+    plain = client.post("/v1/estimates", json=folded)
+    flex = client.post(
+        "/v1/estimates",
+        json={**folded, "training": {**training, "moe_token_dispatcher": "flex"}},
+    )
+    assert plain.status_code == flex.status_code == 200, flex.text
+    [whole] = [c for c in plain.json()["collectives"] if c["term"] == "expert"]
+    legs = {c["scope"]: c for c in flex.json()["collectives"] if c["term"] == "expert"}
+    assert whole["scope"] == "group"
+    assert set(legs) == {"across_nodes", "within_node"}
+    assert (legs["within_node"]["ranks"], legs["within_node"]["nodes"]) == (8, 1)
+    assert flex.json()["breakdown_s"]["expert"] < plain.json()["breakdown_s"]["expert"]
+    assert any("flex dispatcher" in line for line in flex.json()["assumptions"])
+    bad = {**folded, "training": {**training, "moe_token_dispatcher": "allgather"}}
+    assert_problem(
+        client.post("/v1/estimates", json=bad), 422, field="training.moe_token_dispatcher"
+    )
+
+
 @pytest.mark.parametrize(
     ("layout", "field"),
     [

@@ -242,3 +242,17 @@ def test_expert_tensor_parallel_size_is_kept_only_where_it_is_not_the_layers() -
         "expert_tensor_parallel"
         not in parse_megatron_args(same, vocab_size=32000).request["layout"]
     )
+
+
+def test_token_dispatcher_type_is_read_for_moe_models() -> None:
+    """--moe-token-dispatcher-type flex (DeepEP / HybridEP) and alltoall are kept; allgather
+    moves every routed copy as an all-to-all does, so it is priced so and a note says it."""
+    flex = parse_megatron_args(
+        MIXTRAL_SMALL + " --moe-token-dispatcher-type flex", vocab_size=32000
+    )
+    assert flex.request["training"]["moe_token_dispatcher"] == "flex"
+    gather = parse_megatron_args(
+        MIXTRAL_SMALL + " --moe-token-dispatcher-type allgather", vocab_size=32000
+    )
+    assert "moe_token_dispatcher" not in gather.request["training"]
+    assert any("allgather: priced as alltoall" in note for note in gather.notes)

@@ -20,6 +20,7 @@ from estimator import (
     LayoutArrays,
     LayoutSpec,
     ModelSpec,
+    MoeDispatcher,
     Precision,
     Recompute,
     Scenario,
@@ -57,7 +58,13 @@ from estimator.frameworks import (
 )
 from estimator.presets import model_preset
 from estimator.specs import RECOMPUTE_CODE
-from estimator.traffic import Placement, per_gpu_volume_bytes
+from estimator.traffic import (
+    Placement,
+    node_traffic_matrix,
+    per_gpu_volume_bytes,
+    traffic_entry_count,
+)
+from tests.estimator.conftest import PlacementBandwidth
 
 A100_HBM_GBPS = 2039.0
 # DGX A100 NVLink all-reduce bus bandwidth (NVIDIA: ~230 GB/s), HDR IB 25 GB/s per GPU.
@@ -1698,3 +1705,123 @@ def test_expert_tensor_parallelism_is_checked_with_the_field_named() -> None:
     tp1, _ = _folding_case(1, 16, tensor=1)
     tp1_base, _ = _folding_case(None, 16, tensor=1)
     assert estimate(tp1).breakdown == estimate(tp1_base).breakdown
+
+
+# --- MoE token dispatch: alltoall against flex (DeepEP / HybridEP) ---------------------------
+def _dispatch_case(dispatcher: str, ep: int = 16) -> Scenario:
+    """Qwen3-30B-A3B's experts (128, top-8) on 16 H100s (two 8-GPU nodes), TP 1, EP ``ep``."""
+    qwen = dataclasses.replace(model_preset("qwen3-30b-a3b"), num_layers=4)
+    layout = LayoutSpec(pipeline=1, tensor=1, data=16, expert_parallel=ep)
+    tr = TrainingSpec(
+        global_batch_size=64,
+        recompute=Recompute.NONE,
+        precision=Precision.BF16,
+        framework="nemo",
+        moe_token_dispatcher=MoeDispatcher(dispatcher),
+    )
+    return Scenario(qwen, tr, layout, _h100_links())
+
+
+def _h100_links() -> ClusterSpec:
+    return dataclasses.replace(_h100(None), bandwidth=PlacementBandwidth())
+
+
+def _missing(experts: int, held: int, top_k: int) -> float:
+    """C(E - m, k) / C(E, k): none of a token's k experts among the m held."""
+    return math.comb(experts - held, top_k) / math.comb(experts, top_k)
+
+
+def test_flex_dispatch_sends_a_token_once_per_remote_node_and_once_per_rank() -> None:
+    """DeepEP (README, normal kernels): RDMA to each remote node holding one of the token's k
+    experts once, NVLink to each rank holding one once; the legs run at once. Qwen3-30B-A3B on
+    EP 16 over two 8-GPU nodes: 8 experts a rank, 64 a node, top-8 of 128."""
+    a2a, flex = estimate(_dispatch_case("alltoall")), estimate(_dispatch_case("flex"))
+    [whole] = [c for c in a2a.collectives if c.kind is TrafficKind.EXPERT]
+    legs = {c.scope: c for c in flex.collectives if c.kind is TrafficKind.EXPERT}
+    assert (whole.scope, whole.ranks, whole.nodes) == ("group", 16, 2)
+    rdma, nvlink = legs["across_nodes"], legs["within_node"]
+    assert (rdma.ranks, rdma.nodes, nvlink.ranks, nvlink.nodes) == (16, 2, 8, 1)
+    token = whole.size_bytes / 8  # one token's activations (the alltoall sends 8 copies)
+    # Per rank and call: what crosses to the other node, and what moves over NVLink.
+    crosses = token * 1 * (1 - _missing(128, 64, 8))
+    forwards = token * (1 - _missing(128, 8, 8)) * (16 - 2)
+    assert rdma.bytes_per_iteration == pytest.approx(crosses * rdma.calls_per_iteration, rel=1e-12)
+    assert nvlink.bytes_per_iteration == pytest.approx(
+        forwards * nvlink.calls_per_iteration, rel=1e-12
+    )
+    # The alltoall puts 4 of a token's 8 copies on the wire to the other node; flex ~1.
+    off_node = whole.size_bytes / 2 * whole.calls_per_iteration  # 8 of its 16 ranks are remote
+    assert off_node / rdma.bytes_per_iteration == pytest.approx(
+        4 / (1 - _missing(128, 64, 8)), rel=1e-12
+    )
+    # The RDMA leg is priced as the group's all-to-all whose off-node half is what crosses.
+    assert rdma.size_bytes == pytest.approx(2 * crosses, rel=1e-12)
+    calls = rdma.calls_per_iteration
+    assert flex.breakdown.expert_s == pytest.approx(
+        calls * max(rdma.time_per_call_s, nvlink.time_per_call_s), rel=1e-12
+    )
+    assert flex.breakdown.expert_s < a2a.breakdown.expert_s / 3
+    assert flex.breakdown.compute_s == a2a.breakdown.compute_s
+    assert any("flex dispatcher" in line for line in flex.assumptions)
+    assert not any("flex dispatcher" in line for line in a2a.assumptions)
+
+
+def test_flex_dispatch_inside_one_node_is_its_nvlink_leg_alone() -> None:
+    """EP 8 inside a node: nothing crosses; each rank holding one of a token's experts gets it
+    once (16 experts a rank), where the alltoall sends all 8 copies."""
+    a2a = estimate(_dispatch_case("alltoall", ep=8))
+    flex = estimate(_dispatch_case("flex", ep=8))
+    [whole] = [c for c in a2a.collectives if c.kind is TrafficKind.EXPERT]
+    [leg] = [c for c in flex.collectives if c.kind is TrafficKind.EXPERT]
+    assert (whole.ranks, whole.nodes, leg.ranks, leg.nodes) == (8, 1, 8, 1)
+    assert leg.scope == "within_node"
+    assert flex.breakdown.expert_s < a2a.breakdown.expert_s
+    token = whole.size_bytes / 8
+    assert leg.bytes_per_iteration == pytest.approx(
+        token * (1 - _missing(128, 16, 8)) * 7 * leg.calls_per_iteration, rel=1e-12
+    )
+
+
+def test_flex_traffic_crosses_nodes_only_between_ranks_at_the_same_position() -> None:
+    """The traffic matrix of a flex dispatch: off-node expert bytes only between the ranks
+    at the same position of the two nodes, as much as the RDMA leg sends; on-node bytes among
+    each node's ranks; every GPU's row sum is its analytic volume."""
+    result = estimate(_dispatch_case("flex"))
+    matrix = estimate_traffic(result).select(TrafficKind.EXPERT)
+    src, dst = matrix.src, matrix.dst
+    off = (src // 8) != (dst // 8)
+    assert np.all((src[off] % 8) == (dst[off] % 8))  # the peer at the same position
+    legs = {c.scope: c for c in result.collectives if c.kind is TrafficKind.EXPERT}
+    per_gpu_rdma = legs["across_nodes"].bytes_per_iteration
+    per_gpu_nvlink = legs["within_node"].bytes_per_iteration
+    assert matrix.bytes[off].sum() == pytest.approx(16 * per_gpu_rdma, rel=1e-12)
+    assert matrix.bytes[~off].sum() == pytest.approx(16 * per_gpu_nvlink, rel=1e-12)
+    placement = Placement.from_layout(result.scenario.layout, 8)
+    volume = per_gpu_volume_bytes(placement, traffic_loads(result))[TrafficKind.EXPERT]
+    assert np.allclose(volume, per_gpu_rdma + per_gpu_nvlink, rtol=1e-12)
+    assert np.allclose(matrix.row_sums(), volume, rtol=1e-12)
+    assert len(matrix) == 16 * 1 + 16 * 7  # one peer across, seven on the node
+    loads = traffic_loads(result)
+    assert traffic_entry_count(placement, loads) == len(estimate_traffic(result))
+    nodes = node_traffic_matrix(placement, loads).select(TrafficKind.EXPERT)
+    across = nodes.src != nodes.dst
+    assert nodes.bytes[across].sum() == pytest.approx(16 * per_gpu_rdma, rel=1e-12)
+
+
+def test_flex_dispatch_of_experts_folded_over_tp_pairs_the_stage_ranks() -> None:
+    """Folded experts (EP 16 over TP 2 x DP 8): the flex legs run over the 16 consecutive
+    ranks of the stage, 8 a node; the matrix and the estimate agree on every GPU's bytes."""
+    folded, _ = _folding_case(1, 16)
+    flex = dataclasses.replace(
+        folded,
+        training=dataclasses.replace(folded.training, moe_token_dispatcher=MoeDispatcher.FLEX),
+    )
+    result = estimate(flex)
+    legs = {c.scope: (c.ranks, c.nodes) for c in result.collectives if c.term == "expert"}
+    assert legs == {"across_nodes": (16, 2), "within_node": (8, 1)}
+    placement = Placement.from_layout(flex.layout, 8)
+    loads = traffic_loads(result)
+    volume = per_gpu_volume_bytes(placement, loads)[TrafficKind.EXPERT]
+    matrix = estimate_traffic(result)
+    assert np.allclose(matrix.select(TrafficKind.EXPERT).row_sums(), volume, rtol=1e-12)
+    assert traffic_entry_count(placement, loads) == len(matrix)

@@ -12,6 +12,7 @@ from estimator import (
     LayoutArrays,
     LayoutSpec,
     ModelSpec,
+    MoeDispatcher,
     Recompute,
     Scenario,
     TrainingSpec,
@@ -23,6 +24,7 @@ from estimator import (
 from estimator import sweep as sweep_module
 from estimator.errors import LimitError, ValidationError
 from estimator.presets import model_preset
+from tests.estimator.conftest import PlacementBandwidth
 
 RECOMPUTE = {0.0: Recompute.NONE, 1.0: Recompute.SELECTIVE, 2.0: Recompute.FULL}
 
@@ -216,13 +218,19 @@ def test_expert_parallel_sizes_are_swept_where_they_divide_d_cp_and_agree_bit_fo
         enumerate_layouts(model_preset("llama3-8b"), tr, 16, expert_parallel=(2,))
 
 
+@pytest.mark.parametrize(
+    ("dispatcher", "profile"), [("alltoall", None), ("flex", None), ("flex", "by placement")]
+)
 def test_experts_folded_over_tp_agree_between_sweep_and_single_estimate(
-    cluster: ClusterSpec,
+    cluster: ClusterSpec, dispatcher: str, profile: str | None
 ) -> None:
     """Layouts with and without the experts folded over TP (``ef`` = expert TP 1) in one
-    vectorised pass: each priced exactly as the single estimate prices it."""
+    vectorised pass, with either token dispatcher: each priced exactly as the single estimate
+    prices it (flex: its RDMA and NVLink legs sized per layout, on one node or two)."""
+    if profile is not None:
+        cluster = dataclasses.replace(cluster, bandwidth=PlacementBandwidth())
     qwen = dataclasses.replace(model_preset("qwen3-30b-a3b"), num_layers=8)
-    tr = TrainingSpec(global_batch_size=64)
+    tr = TrainingSpec(global_batch_size=64, moe_token_dispatcher=MoeDispatcher(dispatcher))
     rows = [
         # (t, d, ep, ef, zero)
         (2, 8, 8, 0.0, 1),
@@ -231,6 +239,8 @@ def test_experts_folded_over_tp_agree_between_sweep_and_single_estimate(
         (4, 4, 16, 1.0, 1),
         (4, 4, 4, 0.0, 0),
         (1, 16, 16, 0.0, 1),
+        (1, 16, 8, 0.0, 1),
+        (1, 16, 2, 0.0, 0),
     ]
     layouts = LayoutArrays.from_columns(
         p=[1.0] * len(rows),
@@ -254,7 +264,11 @@ def test_experts_folded_over_tp_agree_between_sweep_and_single_estimate(
             expert_parallel=ep,
             expert_tensor_parallel=1 if ef else None,
         )
-        training = TrainingSpec(global_batch_size=64, recompute=Recompute.NONE)
+        training = TrainingSpec(
+            global_batch_size=64,
+            recompute=Recompute.NONE,
+            moe_token_dispatcher=MoeDispatcher(dispatcher),
+        )
         single = estimate(Scenario(qwen, training, layout, cluster))
         assert single.iteration_time_s == sweep.iteration_s[i], rows[i]
         assert single.memory.total_bytes == sweep.memory_bytes[i], rows[i]

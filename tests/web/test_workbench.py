@@ -250,6 +250,26 @@ def test_experts_may_be_folded_over_tp_for_moe_models(page: Page) -> None:
     expect(form.locator("[name=expert_tensor_parallel]")).to_have_count(0)
 
 
+def test_moe_models_choose_their_token_dispatcher(page: Page) -> None:
+    """Mixtral on t 1 x d 16 with EP 16 (two nodes): the dispatcher select sends flex, the
+    answer prices the two legs of a flex dispatch; a dense model has no such select."""
+    open_page(page)
+    form = page.get_by_test_id("scenario")
+    expect(form.locator("[name=moe_token_dispatcher]")).to_have_count(0)
+    fill_scenario(
+        page,
+        {"preset": "mixtral-8x7b", "pipeline": "1", "tensor": "1", "data": "16"},
+    )
+    fill_scenario(page, {"expert_parallel": "8", "moe_token_dispatcher": "flex"})
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    assert sent_json(answer.value)["training"]["moe_token_dispatcher"] == "flex"
+    assert any("flex dispatcher" in a for a in answer.value.json()["assumptions"])
+    fill_scenario(page, {"preset": "gpt3-13b"})
+    expect(form.locator("[name=moe_token_dispatcher]")).to_have_count(0)
+
+
 def test_an_invalid_scenario_shows_the_servers_problem(page: Page) -> None:
     open_page(page)
     fill_scenario(page, {**SMALL, "pipeline": "3"})  # 40 layers do not split over 3 stages

@@ -52,7 +52,12 @@ function App() {
     if (view === "plan") {
       return ["/v1/plans", {
         model: modelBody(s),
-        training: { global_batch_size: Number(s.global_batch_size), precision: s.precision, framework: s.framework },
+        training: {
+          global_batch_size: Number(s.global_batch_size),
+          precision: s.precision,
+          framework: s.framework,
+          moe_token_dispatcher: s.moe_token_dispatcher || "alltoall",
+        },
         cluster: { profile: s.profile },
         fidelity: s.fidelity,
         ...extra,

@@ -48,6 +48,7 @@ export const defaultScenario = {
   context_parallel: 1,
   expert_parallel: 1,
   expert_tensor_parallel: null,
+  moe_token_dispatcher: "alltoall",
   sequence_parallel: false,
   zero_stage: 0,
   global_batch_size: 1536,
@@ -88,6 +89,7 @@ export function requestBody(s) {
       recompute: s.recompute,
       precision: s.precision,
       framework: s.framework,
+      moe_token_dispatcher: s.moe_token_dispatcher || "alltoall",
     },
     cluster: { profile: s.profile },
     fidelity: s.fidelity,
@@ -129,7 +131,7 @@ export function ScenarioForm({ scenario: s, setScenario, catalog, onSubmit, acti
   const choosePreset = (key) => {
     const next = models.find((m) => m.key === key);
     // Expert parallelism only means something for a MoE model: a dense one goes back to 1.
-    const ep = next && !(next.spec.moe_num_experts > 1) ? { expert_parallel: 1, expert_tensor_parallel: null } : {};
+    const ep = next && !(next.spec.moe_num_experts > 1) ? { expert_parallel: 1, expert_tensor_parallel: null, moe_token_dispatcher: "alltoall" } : {};
     if (key === CUSTOM) {
       const fields = [...SHAPE_FIELDS.map(([k]) => k), ...KEPT_FIELDS];
       const shape = preset ? Object.fromEntries(fields.map((k) => [k, preset.spec[k]])) : s.shape;
@@ -187,6 +189,12 @@ export function ScenarioForm({ scenario: s, setScenario, catalog, onSubmit, acti
         <${Select} label="framework" name="framework" value=${s.framework} onChange=${(v) => set({ framework: v })}
           hint=${(catalog.frameworks || []).find((f) => f.name === s.framework)?.description || ""}
           options=${(catalog.frameworks || []).map((f) => [f.name, f.name])} />
+        ${moe
+          ? html`<${Select} label="MoE token dispatcher" name="moe_token_dispatcher" value=${s.moe_token_dispatcher || "alltoall"}
+              onChange=${(v) => set({ moe_token_dispatcher: v })}
+              hint="Megatron's --moe-token-dispatcher-type: alltoall puts each of a token's routed copies on the wire; flex (DeepEP, HybridEP) sends a token to each remote node once over RDMA, then to each rank once over NVLink"
+              options=${[["alltoall", "alltoall"], ["flex", "flex (DeepEP, HybridEP)"]]} />`
+          : null}
       </fieldset>
       <fieldset>
         <legend>Cluster</legend>
