@@ -78,6 +78,7 @@ COLUMNS: tuple[str, ...] = (
     "notes",
     "kv_channels",  # attention head width where it is not hidden_size/num_attention_heads
     "expert_tensor_parallel",  # the experts' own TP where not the layer's (1: folded over TP)
+    "moe_token_dispatcher",  # flex (DeepEP / HybridEP) where the recipe sets it; blank: alltoall
 )
 
 

@@ -447,6 +447,7 @@ def load_runs(text: str | None = None) -> tuple[list[PublishedRun], list[Exclude
                 precision=(row["precision"] or "fp16"),  # type: ignore[arg-type]
                 flash_attention=_bool(row["flash_attention"], False),
                 framework=framework_for(meta),
+                moe_token_dispatcher=row.get("moe_token_dispatcher") or "alltoall",  # type: ignore[arg-type]
             )
             layout = LayoutSpec(
                 pipeline=int(row["pipeline"]),

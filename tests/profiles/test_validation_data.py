@@ -368,3 +368,19 @@ def test_qwen3_rows_printed_flops_per_token_need_its_wide_heads() -> None:
         assert per_token(model) == pytest.approx(printed, rel=PRINTED_FLOPS_TOLERANCE), row["id"]
         narrow = per_token(dataclasses.replace(model, kv_channels=None))
         assert narrow < printed * (1.0 - 10 * PRINTED_FLOPS_TOLERANCE)
+
+
+@pytest.mark.parametrize("row", RUNS, ids=[r["id"] for r in RUNS])
+def test_token_dispatcher_is_flex_only_where_the_recipe_names_deepep_or_hybridep(
+    row: dict[str, str],
+) -> None:
+    """``moe_token_dispatcher``: blank (alltoall) or flex, and flex only on a MoE row whose
+    notes name the DeepEP or HybridEP backend its recipe sets."""
+    assert row["moe_token_dispatcher"] in ("", "alltoall", "flex")
+    notes = row["notes"].lower()
+    if row["moe_token_dispatcher"] == "flex":
+        assert row["moe_num_experts"], "a dense row has no token dispatcher"
+        assert "deepep" in notes or "hybridep" in notes
+    elif row["moe_num_experts"] and row["source"].startswith("megatron_bridge") and _scored(row):
+        # the scored Megatron-Bridge rows that keep the alltoall dispatcher say so
+        assert "alltoall" in notes, row["id"]
