@@ -33,7 +33,9 @@ BETA = 2
 N = 175e9
 
 
-def gpt3_loads(p: int, t: int, d: int, m: int, moe: bool = False) -> list[CollectiveLoad]:
+def gpt3_loads(
+    p: int, t: int, d: int, m: int, moe: bool = False, flex: bool = False
+) -> list[CollectiveLoad]:
     act = BETA * B * S * H
     loads = [
         # 4 all-reduces per layer (2 fwd, 2 bwd) + 2 for the recomputed forward, per micro-batch
@@ -43,11 +45,17 @@ def gpt3_loads(p: int, t: int, d: int, m: int, moe: bool = False) -> list[Collec
         CollectiveLoad(TrafficKind.DP, Collective.ALL_REDUCE, BETA * N / (p * t), 1),
         CollectiveLoad(TrafficKind.EMBEDDING_SYNC, Collective.ALL_REDUCE, BETA * V * H / t, 1),
     ]
-    if moe:
+    calls = m * (L / p / 2) * 4
+    if moe and not flex:
         # every other layer MoE, top-2: 2 all-to-alls forward, 2 backward per MoE layer
-        loads.append(
-            CollectiveLoad(TrafficKind.EXPERT, Collective.ALLTOALL, act * 2, m * (L / p / 2) * 4)
-        )
+        loads.append(CollectiveLoad(TrafficKind.EXPERT, Collective.ALLTOALL, act * 2, calls))
+    elif moe:
+        # the same dispatches by the flex dispatcher (DeepEP, HybridEP): its RDMA leg over one
+        # rank per node, its NVLink leg over a node's ranks (the engine's sizes are alike)
+        for scope in ("across_nodes", "within_node"):
+            loads.append(
+                CollectiveLoad(TrafficKind.EXPERT, Collective.ALLTOALL, act, calls, scope=scope)
+            )
     return loads
 
 
@@ -157,6 +165,12 @@ def main() -> None:
     run("GPT-3 MoE p8 t8 d256 ep8 ring", moe, gpt3_loads(8, 8, 256, m, True), Algorithm.RING)
     run("GPT-3 175B p8 t8 d256 direct", dense, gpt3_loads(8, 8, 256, m), Algorithm.DIRECT)
     run("GPT-3 MoE p8 t8 d256 ep8 direct", moe, gpt3_loads(8, 8, 256, m, True), Algorithm.DIRECT)
+    # EP 16 over two nodes (t 1): the flex legs pair one rank a node and a node's ranks
+    wide = Placement(pipeline=8, tensor=1, data=2048, expert_parallel=16, gpus_per_node=8)
+    plain = gpt3_loads(8, 1, 2048, m, True)
+    run("GPT-3 MoE p8 t1 d2048 ep16 ring", wide, plain, Algorithm.RING)
+    flex = gpt3_loads(8, 1, 2048, m, True, flex=True)
+    run("GPT-3 MoE p8 t1 d2048 ep16 flex ring", wide, flex, Algorithm.RING)
     requests()
 
 
