@@ -560,19 +560,26 @@ def _patterns(
     return _Patterns(ring, spread, forward, backward, scoped)
 
 
-def _scope_runs(placement: Placement, kind: TrafficKind, scope: str) -> tuple[IntArray, IntArray]:
-    """The subgroups of a scope (module docstring), run after run: (members, run lengths)."""
+def _node_positions(placement: Placement, kind: TrafficKind) -> tuple[IntArray, IntArray, IntArray]:
+    """Each group's members in ascending order, their nodes, and their positions among the
+    group's members on their node (all shaped (groups, members))."""
     groups = np.sort(placement.group_ranks(kind), axis=1)
-    rows, n = groups.shape
     node = groups // placement.gpus_per_node
-    index = np.broadcast_to(np.arange(n), groups.shape)
+    index = np.broadcast_to(np.arange(groups.shape[1]), groups.shape)
     change = np.ones(groups.shape, dtype=bool)
     change[:, 1:] = node[:, 1:] != node[:, :-1]
+    position = index - np.maximum.accumulate(np.where(change, index, 0), axis=1)
+    return groups, node, position
+
+
+def _scope_runs(placement: Placement, kind: TrafficKind, scope: str) -> tuple[IntArray, IntArray]:
+    """The subgroups of a scope (module docstring), run after run: (members, run lengths)."""
+    groups, node, position = _node_positions(placement, kind)
+    rows, n = groups.shape
     if scope == "within_node":  # ascending members: each node's members are one run already
         members = groups.ravel()
-        starts = np.flatnonzero(change.ravel())
+        starts = np.flatnonzero(position.ravel() == 0)
     else:  # across_nodes: group by (row, position among the row's members on its node)
-        position = index - np.maximum.accumulate(np.where(change, index, 0), axis=1)
         row = np.broadcast_to(np.arange(rows)[:, None], groups.shape)
         order = np.lexsort((node.ravel(), position.ravel(), row.ravel()))
         members = groups.ravel()[order]
@@ -595,6 +602,21 @@ def _run_pairs(
     partner = np.repeat(starts, others) + np.where(j < offset, j, j + 1)
     per_pair = total / np.repeat(sizes, others).astype(np.float64)
     return members[src_index], members[partner], per_pair
+
+
+def _ring_pairs_in_scope(placement: Placement, kind: TrafficKind, scope: str) -> int:
+    """The ring pairs of a kind (each member to the next) that are pairs of a scope too."""
+    ring = placement.group_ranks(kind)
+    if ring.shape[1] < 2:
+        return 0
+    _, node, position = _node_positions(placement, kind)
+    where = np.argsort(np.argsort(ring, axis=1), axis=1)  # each ring member's sorted index
+    rows = np.arange(ring.shape[0])[:, None]
+    nxt = np.roll(where, -1, axis=1)
+    same_node = node[rows, where] == node[rows, nxt]
+    if scope == "within_node":
+        return int(same_node.sum())
+    return int((~same_node & (position[rows, where] == position[rows, nxt])).sum())
 
 
 def _group_count(placement: Placement, kind: TrafficKind) -> int:
@@ -623,9 +645,11 @@ def traffic_entry_count(
     pat = _patterns(placement, loads, Algorithm(algorithm))
     count = 0
     for kind, scope in pat.scoped:
-        if kind not in pat.spread:  # the spread's all pairs hold these (and ring pairs none)
+        if kind not in pat.spread:  # else the spread's all pairs hold these
             lengths = _scope_runs(placement, kind, scope)[1]
             count += int((lengths * (lengths - 1)).sum())
+            if kind in pat.ring:  # ring pairs the scope holds too are counted once
+                count -= _ring_pairs_in_scope(placement, kind, scope)
     for kind in set(pat.ring) | set(pat.spread):
         n = placement.group_size(kind)
         groups = _group_count(placement, kind)

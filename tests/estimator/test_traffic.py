@@ -10,6 +10,7 @@ from estimator.errors import LayoutError, LimitError, ValidationError
 from estimator.specs import LayoutSpec
 from estimator.traffic import (
     KINDS,
+    SCOPES,
     Algorithm,
     CollectiveLoad,
     Placement,
@@ -370,7 +371,10 @@ def layouts_and_loads(draw: st.DrawFn) -> tuple[Placement, list[CollectiveLoad]]
             direction = draw(st.sampled_from(["both", "forward", "backward"]))
             loads.append(CollectiveLoad(kind, Collective.SENDRECV, size, calls, direction))
         else:
-            loads.append(CollectiveLoad(kind, draw(st.sampled_from(ops)), size, calls))
+            op = draw(st.sampled_from(ops))
+            # an alltoall may run over part of its group (a flex MoE dispatch's legs)
+            scope = draw(st.sampled_from(SCOPES)) if op is Collective.ALLTOALL else "group"
+            loads.append(CollectiveLoad(kind, op, size, calls, scope=scope))
     return pl, loads
 
 
