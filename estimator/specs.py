@@ -516,6 +516,17 @@ class Scenario:
         )
 
 
+def validate_training(model: ModelSpec, training: TrainingSpec) -> None:
+    """Raise ValidationError for training settings the model cannot use (a token dispatcher
+    without experts)."""
+    if training.moe_token_dispatcher is MoeDispatcher.FLEX and not model.is_moe:
+        raise ValidationError(
+            "training.moe_token_dispatcher",
+            training.moe_token_dispatcher.value,
+            "flex needs an MoE model (model.moe_num_experts > 1); leave it alltoall otherwise",
+        )
+
+
 def validate_layout(
     model: ModelSpec,
     training: TrainingSpec,
@@ -524,6 +535,7 @@ def validate_layout(
     gpus: int | None = None,
 ) -> list[str]:
     """Raise LayoutError for an impossible layout; return warnings for odd-but-valid ones."""
+    validate_training(model, training)
     p, t, d, v = layout.pipeline, layout.tensor, layout.data, layout.virtual_stages
     cp, ep = layout.context_parallel, layout.expert_parallel
     if gpus is not None and p * t * d * cp != gpus:

@@ -22,6 +22,7 @@ from estimator.specs import (
     ModelSpec,
     Recompute,
     TrainingSpec,
+    validate_training,
 )
 
 FloatArray = npt.NDArray[np.float64]
@@ -233,6 +234,7 @@ def enumerate_layouts(
     folds = sorted(set(experts_folded))
     if True in folds and not model.is_moe:
         raise ValidationError("experts_folded", folds, "True only for a MoE model")
+    validate_training(model, training)
     parts: list[LayoutArrays] = []
     total = counted
     for cp in sizes:

@@ -344,6 +344,22 @@ def test_flex_dispatcher_prices_two_legs_and_names_them(client: TestClient) -> N
     )
 
 
+def test_a_flex_dispatcher_on_a_dense_model_is_422_naming_the_field(client: TestClient) -> None:
+    body = dict(ESTIMATE)
+    body["training"] = {**ESTIMATE["training"], "moe_token_dispatcher": "flex"}
+    problem = assert_problem(
+        client.post("/v1/estimates", json=body), 422, field="training.moe_token_dispatcher"
+    )
+    assert "MoE" in problem["rule"]
+    plan = {
+        "model": ESTIMATE["model"],
+        "training": {"global_batch_size": 1536, "moe_token_dispatcher": "flex"},
+        "cluster": {"profile": "dgx-a100-nominal"},
+        "gpus": 1536,
+    }
+    assert_problem(client.post("/v1/plans", json=plan), 422, field="training.moe_token_dispatcher")
+
+
 @pytest.mark.parametrize(
     ("layout", "field"),
     [

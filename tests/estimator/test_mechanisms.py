@@ -25,6 +25,7 @@ from estimator import (
     Recompute,
     Scenario,
     TrainingSpec,
+    enumerate_layouts,
     estimate,
     evaluate_layouts,
     validate_layout,
@@ -1825,3 +1826,16 @@ def test_flex_dispatch_of_experts_folded_over_tp_pairs_the_stage_ranks() -> None
     matrix = estimate_traffic(result)
     assert np.allclose(matrix.select(TrafficKind.EXPERT).row_sums(), volume, rtol=1e-12)
     assert traffic_entry_count(placement, loads) == len(matrix)
+
+
+def test_a_flex_dispatcher_needs_experts() -> None:
+    """flex on a dense model is a request that means nothing: refused naming the field, in an
+    estimate and in a sweep alike."""
+    dense = model_preset("llama3-8b")
+    training = TrainingSpec(global_batch_size=16, moe_token_dispatcher=MoeDispatcher.FLEX)
+    layout = LayoutSpec(pipeline=1, tensor=1, data=8)
+    with pytest.raises(ValidationError, match="MoE") as err:
+        estimate(Scenario(dense, training, layout, a100()))
+    assert err.value.field == "training.moe_token_dispatcher"
+    with pytest.raises(ValidationError, match="MoE"):
+        enumerate_layouts(dense, training, 8)
