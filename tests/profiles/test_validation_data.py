@@ -353,7 +353,13 @@ def test_qwen3_rows_printed_flops_per_token_need_its_wide_heads() -> None:
         core = m.num_layers * attention_core_forward_flops(m, 1.0, float(m.seq_length))
         return float(3.0 * (model_forward_flops(m, 1.0) - 0.5 * core))
 
-    rows = [r for r in RUNS if r["model"] == "qwen3-30b-a3b" and not r["exclude_reason"]]
+    rows = [
+        r
+        for r in RUNS
+        if r["model"] == "qwen3-30b-a3b"
+        and not r["exclude_reason"]
+        and r["source"].startswith("megatron_bridge")
+    ]
     assert len(rows) == 9
     for row in rows:
         printed_tflops = re.search(r"([\d.]+) model TFLOP/s/GPU", row["notes"])
@@ -384,3 +390,21 @@ def test_token_dispatcher_is_flex_only_where_the_recipe_names_deepep_or_hybridep
     elif row["moe_num_experts"] and row["source"].startswith("megatron_bridge") and _scored(row):
         # the scored Megatron-Bridge rows that keep the alltoall dispatcher say so
         assert "alltoall" in notes, row["id"]
+
+
+def test_megatron_core_model_flops_rows_turn_tflops_into_time_with_its_count() -> None:
+    """``megatron_core_model_flops`` (SOURCES.md §5e): the source prints Megatron-Core's model
+    TFLOP/s/GPU; T = GBS·SL·F / (TFLOP/s · GPUs) with F per token as Megatron-Core counts it
+    (the causal attention core half: commest's count with the model's head width, which
+    Megatron-Bridge's printed pairs confirm for these models)."""
+    rows = [r for r in RUNS if r["flops_formula"] == "megatron_core_model_flops"]
+    assert len(rows) == 3
+    for row in rows:
+        model = model_preset(row["model"])
+        core = model.num_layers * attention_core_forward_flops(model, 1.0, float(model.seq_length))
+        per_token = 3.0 * (model_forward_flops(model, 1.0) - 0.5 * core)
+        printed = re.search(r"median TFLOP/s/GPU (\d+\.\d+)", row["notes"])
+        assert printed is not None, row["id"]
+        tokens = _int(row, "global_batch_size") * _int(row, "seq_length")
+        time_s = tokens * per_token / (float(printed.group(1)) * 1e12 * _int(row, "gpus"))
+        assert time_s == pytest.approx(float(row["measured_iteration_time_s"]), rel=1e-4)

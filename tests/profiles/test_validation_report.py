@@ -165,8 +165,9 @@ DGXC_MOE_MEAN_PCT = 8.5
 # a rule declared before scoring; +42 to +74 %, no constant or mechanism changed); 6.80 % since
 # the flex dispatcher (DeepEP / HybridEP) sends a token once per remote node and once per rank
 # (those three rows -13 to +7 %; the FP8 rows of the same layout +10 % -> -36 %, their FP8
-# expert path's cost unpriced).
-ALL_ROWS_MEAN_PCT = 6.85
+# expert path's cost unpriced); 6.88 % on 188 since Megatron-LM's MoE recipe index adds one
+# BF16 Qwen3-30B-A3B run (SOURCES.md §5e, -21 %).
+ALL_ROWS_MEAN_PCT = 6.9
 # Megatron-Bridge's H100 tables (Llama 3 70B, Llama 3.1 405B, Qwen3-30B-A3B, Qwen3-235B-A22B):
 # issue 11's per-family target 8 % is missed, 18.50 % today (14.25 % before the flex dispatcher
 # moved the FP8 PP 1 Qwen3-30B rows from +10 % to -36 %): the Llama rows are within 9.3 %
@@ -203,7 +204,7 @@ def test_megatron_bridge_rows_dense_within_target_fine_grained_moe_named(
     fine = report.by_kind["fine-grained moe"]
     errors = [r.error_pct for r in report.rows if "fine-grained moe" in r.kinds]
     acc = FINE_GRAINED_MOE_ACCURACY
-    assert acc.runs == fine.rows == 14
+    assert acc.runs == fine.rows == 15
     assert acc.mean_abs_error_pct == pytest.approx(fine.mean_abs_error_pct, abs=0.05)
     assert acc.mean_error_pct == pytest.approx(fine.mean_error_pct, abs=0.05)
     assert acc.min_error_pct == pytest.approx(min(errors), abs=0.05)
