@@ -251,21 +251,27 @@ def test_experts_may_be_folded_over_tp_for_moe_models(page: Page) -> None:
 
 
 def test_moe_models_choose_their_token_dispatcher(page: Page) -> None:
-    """Mixtral on t 1 x d 16 with EP 16 (two nodes): the dispatcher select sends flex, the
-    answer prices the two legs of a flex dispatch; a dense model has no such select."""
+    """Qwen3-30B-A3B on t 1 x d 16 with EP 16 (two nodes of 8): the dispatcher select sends
+    flex, the answer prices the two legs of a flex dispatch and the table names them; a dense
+    model has no such select."""
     open_page(page)
     form = page.get_by_test_id("scenario")
     expect(form.locator("[name=moe_token_dispatcher]")).to_have_count(0)
     fill_scenario(
         page,
-        {"preset": "mixtral-8x7b", "pipeline": "1", "tensor": "1", "data": "16"},
+        {"preset": "qwen3-30b-a3b", "pipeline": "1", "tensor": "1", "data": "16"},
     )
-    fill_scenario(page, {"expert_parallel": "8", "moe_token_dispatcher": "flex"})
+    fill_scenario(page, {"expert_parallel": "16", "moe_token_dispatcher": "flex"})
     with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
         page.get_by_test_id("submit").click()
     assert answer.value.status == 200, answer.value.text()
     assert sent_json(answer.value)["training"]["moe_token_dispatcher"] == "flex"
     assert any("flex dispatcher" in a for a in answer.value.json()["assumptions"])
+    # the two legs of the dispatch are named in the collectives table
+    legs = page.get_by_test_id("collectives").get_by_test_id("scope")
+    expect(legs).to_have_count(2)
+    expect(legs.first).to_contain_text("RDMA leg")
+    expect(legs.last).to_contain_text("NVLink leg")
     fill_scenario(page, {"preset": "gpt3-13b"})
     expect(form.locator("[name=moe_token_dispatcher]")).to_have_count(0)
 

@@ -10,6 +10,12 @@ const MEMORY_PARTS = [
   ["activations_bytes", "activations", "#e15759"],
 ];
 
+// A flex MoE dispatch's two legs run at once; the term is charged the slower one.
+const SCOPES = {
+  across_nodes: ["RDMA leg", "a token crosses to each remote node once, to the rank at the same position (priced on the whole group's placement; its off-node share is what crosses)"],
+  within_node: ["NVLink leg", "a token reaches each rank of the node holding one of its experts once"],
+};
+
 function Collectives({ rows }) {
   if (!rows.length) return html`<p class="muted">No collectives in this layout.</p>`;
   return html`<div class="scroll"><table class="data" data-testid="collectives">
@@ -20,7 +26,7 @@ function Collectives({ rows }) {
     </tr></thead>
     <tbody>${rows.map((c) => html`<tr>
       <td><span class="swatch" style=${{ background: color(c.term) }}></span>${label(c.term)}${c.kind !== c.term ? html`<small class="muted"> (${c.kind} group)</small>` : null}</td>
-      <td>${c.op.replaceAll("_", "-")}</td>
+      <td>${c.op.replaceAll("_", "-")}${SCOPES[c.scope] ? html`<small class="muted" title=${SCOPES[c.scope][1]} data-testid="scope"> (${SCOPES[c.scope][0]})</small>` : null}</td>
       <td class="num">${c.ranks} / ${c.nodes}</td>
       <td class="num">${bytes(c.size_bytes)}</td>
       <td class="num">${num(c.calls_per_iteration)}</td>
