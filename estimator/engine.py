@@ -292,25 +292,23 @@ def estimate(scenario: Scenario) -> Estimate:
         if count == 0.0 or ranks <= 1 or size == 0.0:
             continue
         per_call = float(call.time_per_call_s)
-        uses.append(
-            CollectiveUse(
-                kind=call.kind,
-                term=call.term,
-                op=call.op,
-                ranks=ranks,
-                nodes=int(call.nodes),
-                size_bytes=size,
-                calls_per_iteration=count,
-                busbw_gbps=float(call.busbw_gbps),
-                time_per_call_s=per_call,
-                link_time_s=per_call * count,
-                provider=provider,
-                scope=call.scope,
-            )
+        use = CollectiveUse(
+            kind=call.kind,
+            term=call.term,
+            op=call.op,
+            ranks=ranks,
+            nodes=int(call.nodes),
+            size_bytes=size,
+            calls_per_iteration=count,
+            busbw_gbps=float(call.busbw_gbps),
+            time_per_call_s=per_call,
+            link_time_s=per_call * count,
+            provider=provider,
+            scope=call.scope,
         )
-        members = float(call.nodes) if call.scope == "across_nodes" else float(ranks)
+        uses.append(use)
         # A StrEnum member hashes and compares as its value (``.value`` is a slow property).
-        traffic[call.kind] += float(bus_factor(call.op, members)) * size * count
+        traffic[call.kind] += use.bytes_per_iteration
 
     terms = k.terms
     breakdown = Breakdown(

@@ -1326,10 +1326,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         )
     if ep_a2a is not _NEVER or ep_nvlink is not _NEVER:
         calls = layers_pace * moe_frac * (4.0 + 2.0 * full)
-        scope = "across_nodes" if flex else "group"
+        scope = "across_nodes" if flex else "group"  # flex: the RDMA leg, then the NVLink one
         rec(_EXPERT, _ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, ep_a2a, calls, True, scope=scope)
-        nvlink = (ep_per_node, 1.0, nvlink_bytes, ep_nvlink)
-        rec(_EXPERT, _ALLTOALL, *nvlink, calls, True, scope="within_node")
+        rec(
+            _EXPERT, _ALLTOALL, ep_per_node, 1.0, nvlink_bytes, ep_nvlink, calls, True,
+            scope="within_node",
+        )  # fmt: skip
 
     return KernelResult(
         terms=terms,

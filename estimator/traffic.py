@@ -745,11 +745,13 @@ def _build(
     codes: list[KindArray] = []
     g = placement.gpus_per_node if by_node else 1
 
-    def add(kind: TrafficKind, pairs: tuple[IntArray, IntArray], per_pair: float) -> None:
+    def add(
+        kind: TrafficKind, pairs: tuple[IntArray, IntArray], per_pair: float | FloatArray
+    ) -> None:
         src, dst = pairs
         srcs.append(src // g)
         dsts.append(dst // g)
-        weights.append(np.full(src.size, per_pair, dtype=np.float64))
+        weights.append(np.broadcast_to(np.asarray(per_pair, dtype=np.float64), src.shape))
         codes.append(np.full(src.size, _KIND_CODE[kind], dtype=np.int8))
 
     for kind in KINDS:
@@ -768,10 +770,7 @@ def _build(
             add(kind, _all_pairs(groups), pat.spread[kind])
     for (kind, scope), total in pat.scoped.items():
         src, dst, per_pair = _run_pairs(*_scope_runs(placement, kind, scope), total)
-        srcs.append(src // g)
-        dsts.append(dst // g)
-        weights.append(per_pair)
-        codes.append(np.full(src.size, _KIND_CODE[kind], dtype=np.int8))
+        add(kind, (src, dst), per_pair)
     if pat.forward > 0.0 or pat.backward > 0.0:
         stages = placement.group_ranks("pp")
         if pat.forward > 0.0:
