@@ -383,7 +383,8 @@ class _Context:
     has_pp: Num
     nodes_tp: Num
     nodes_cp: Num
-    nodes_dp: Num
+    nodes_dp: Num  # the DP·CP group's (dense gradients are reduced over both)
+    nodes_d: Num  # the d DP ranks' alone (one cp coordinate)
     nodes_ep: Num
     expert_shard: Num  # ranks sharing each expert's parameters (its DP group)
     nodes_edp: Num  # nodes that group spans
@@ -408,7 +409,8 @@ class _Context:
         order = parse_rank_order(rank_order)
         stride = _strides(order, {"tp": t, "cp": cp, "dp": d, "pp": p})
         nodes_cp = nodes_spanned(cp, stride["cp"], g)
-        nodes_dp = _min(d * cp, nodes_spanned(d, stride["dp"], g) * nodes_cp)
+        nodes_d = nodes_spanned(d, stride["dp"], g)
+        nodes_dp = _min(d * cp, nodes_d * nodes_cp)
         # Expert groups: ep consecutive DP coordinates, each expert's parameters shared by
         # d·cp/ep ranks; folded over TP (ef), ep consecutive ranks of the stage's tp·cp·dp
         # ranks, each expert shared by the t·d·cp/ep ranks ep apart (Megatron-Core's folding).
@@ -444,6 +446,7 @@ class _Context:
             nodes_tp=nodes_spanned(t, stride["tp"], g),
             nodes_cp=nodes_cp,
             nodes_dp=nodes_dp,
+            nodes_d=nodes_d,
             nodes_ep=nodes_ep,
             expert_shard=expert_shard,
             nodes_edp=nodes_edp,
@@ -590,8 +593,9 @@ def _paper(
     pp = pricer.time(_PP, _SENDRECV, pp_ranks, ctx.nodes_pp, s_act, needed=pp_count)
     pricer.record(_PP, _SENDRECV, pp_ranks, ctx.nodes_pp, s_act, pp, pp_count, True)
     dp_size = ctx.beta_g * n_params / (p * t)
-    dp = pricer.time(_DP, _ALL_REDUCE, d, ctx.nodes_dp, dp_size)
-    pricer.record(_DP, _ALL_REDUCE, d, ctx.nodes_dp, dp_size, dp, 1.0 + 0.0 * p, False)
+    # The seed has no context parallelism: the all-reduce runs over the d DP ranks alone.
+    dp = pricer.time(_DP, _ALL_REDUCE, d, ctx.nodes_d, dp_size)
+    pricer.record(_DP, _ALL_REDUCE, d, ctx.nodes_d, dp_size, dp, 1.0 + 0.0 * p, False)
     compute_mb = flops_mb / (utilization * peak_flops)
     tp_mb = tp[1] * tp_count
     pp_mb = pp[1] * pp_count

@@ -16,6 +16,7 @@ from estimator import (
     TERMS,
     ClusterSpec,
     Estimate,
+    Fidelity,
     FixedBandwidth,
     LayoutArrays,
     LayoutSpec,
@@ -1839,3 +1840,17 @@ def test_a_flex_dispatcher_needs_experts() -> None:
     assert err.value.field == "training.moe_token_dispatcher"
     with pytest.raises(ValidationError, match="MoE"):
         enumerate_layouts(dense, training, 8)
+
+
+def test_paper_fidelity_prices_the_dp_all_reduce_on_the_dp_ranks_alone_under_cp() -> None:
+    """The seed has no context parallelism: its DP all-reduce runs over the d ranks alone, on
+    the nodes those span (a CP 2 layout used to ask the provider for 2 ranks on 4 nodes)."""
+    layout = LayoutSpec(pipeline=1, tensor=8, data=2, context_parallel=2)
+    model = ModelSpec(
+        num_layers=2, hidden_size=1024, num_attention_heads=8, seq_length=2048, vocab_size=32000
+    )
+    scenario = Scenario(
+        model, TrainingSpec(global_batch_size=4), layout, a100(), fidelity=Fidelity.PAPER
+    )
+    (dp,) = [u for u in estimate(scenario).collectives if u.kind is TrafficKind.DP]
+    assert (dp.ranks, dp.nodes) == (2, 2)
