@@ -411,11 +411,27 @@ class _Context:
         nodes_cp = nodes_spanned(cp, stride["cp"], g)
         nodes_d = nodes_spanned(d, stride["dp"], g)
         nodes_dp = _min(d * cp, nodes_d * nodes_cp)
-        # Expert groups: ep consecutive DP coordinates, each expert's parameters shared by
-        # d·cp/ep ranks; folded over TP (ef), ep consecutive ranks of the stage's tp·cp·dp
-        # ranks, each expert shared by the t·d·cp/ep ranks ep apart (Megatron-Core's folding).
+        # Expert groups (Megatron-Core's expert grid tp-ep-dp-pp, initialize_model_parallel):
+        # ep consecutive ranks of a stage's cp·dp ranks with one tp coordinate, each expert's
+        # parameters shared by d·cp/ep ranks; folded over TP (ef), ep consecutive ranks of the
+        # stage's tp·cp·dp ranks, each expert shared by the t·d·cp/ep ranks ep apart.
         expert_shard = d * cp / lay.ep
         nodes_ep = nodes_spanned(lay.ep, stride["dp"], g)
+        if _any(_gt(cp, 1.0)):
+            # The group fills the faster of cp and dp first, then steps along the slower.
+            cp_first = _gt(stride["dp"], stride["cp"])
+            n_in = _where(cp_first, cp, d)
+            s_in = _where(cp_first, stride["cp"], stride["dp"])
+            s_out = _where(cp_first, stride["dp"], stride["cp"])
+            spread = _min(
+                lay.ep,
+                nodes_spanned(n_in, s_in, g) * nodes_spanned(lay.ep / n_in, s_out, g),
+            )
+            nodes_ep = _where(
+                _gt(cp, 1.0),
+                _where(_gt(lay.ep, n_in), spread, nodes_spanned(lay.ep, s_in, g)),
+                nodes_ep,
+            )
         nodes_edp = _min(expert_shard, nodes_dp)
         if _any(lay.ef):
             inner = _min(_min(stride["tp"], stride["cp"]), stride["dp"])

@@ -15,9 +15,11 @@ Groups by kind of traffic (Megatron-LM's ``initialize_model_parallel``):
   same (tp, cp, dp) coordinate, no wrap-around; ``both`` means both directions, each carrying
   ``size_bytes · calls``.
 - embedding_sync: a 2-rank all-reduce between the first and the last stage (only when p > 1).
-- expert: the expert-parallel group, blocks of ``expert_parallel`` consecutive dp coordinates;
-  with the experts folded over TP (``expert_tensor_parallel`` 1 under tensor > 1, Megatron-Core's
-  parallel folding) blocks of ``expert_parallel`` consecutive ranks of a stage's tp·cp·dp ranks.
+- expert: the expert-parallel group (Megatron-Core's expert grid tp-ep-dp-pp), blocks of
+  ``expert_parallel`` consecutive ranks of a stage's cp·dp ranks with one tp coordinate
+  (consecutive dp coordinates when cp = 1); with the experts folded over TP
+  (``expert_tensor_parallel`` 1 under tensor > 1, Megatron-Core's parallel folding) blocks of
+  ``expert_parallel`` consecutive ranks of a stage's tp·cp·dp ranks.
 
 Volumes (per rank, per call): ring sends ``bus_factor(op, n) · S`` to the ring successor;
 direct spreads the same volume evenly over the other n - 1 members; alltoall always spreads
@@ -131,11 +133,12 @@ class Placement:
                     f"must divide tensor·data·cp = {ranks} (folded expert groups are formed "
                     "inside a stage)",
                 )
-        elif self.data % self.expert_parallel:
+        elif (self.data * self.context_parallel) % self.expert_parallel:
             raise LayoutError(
                 "placement.expert_parallel",
                 self.expert_parallel,
-                f"must divide data={self.data} (expert groups are formed inside the DP group)",
+                f"must divide data·cp = {self.data * self.context_parallel} (expert groups are "
+                "formed inside the DP·CP group)",
             )
         parse_rank_order(self.rank_order)
 
@@ -252,8 +255,8 @@ class Placement:
             return np.ascontiguousarray(by_stage.reshape(-1, ep))
         if name == "expert":
             ep = self.expert_parallel
-            blocks = grid.reshape(t, c, d // ep, ep, p)
-            return np.sort(np.moveaxis(blocks, 3, -1).reshape(-1, ep), axis=1)
+            by_tp_stage = np.sort(np.moveaxis(grid, -1, 1).reshape(t * p, c * d), axis=1)
+            return np.ascontiguousarray(by_tp_stage.reshape(-1, ep))
         # embedding_sync
         stages = [0] if p == 1 else [0, p - 1]
         return np.sort(grid[..., stages].reshape(-1, len(stages)), axis=1)
@@ -285,10 +288,8 @@ class Placement:
                     "cp": np.arange(self.context_parallel)[None, :],
                 }
             ).ravel()
-        elif name == "expert" and self.experts_folded:
-            members = self.group_ranks("expert")[0]
         elif name == "expert":
-            members = np.arange(self.expert_parallel, dtype=np.int64) * strides["dp"]
+            members = self.group_ranks("expert")[0]
         else:  # embedding_sync
             members = np.array([0, (self.pipeline - 1) * strides["pp"]], dtype=np.int64)
         return int(np.unique(members // self.gpus_per_node).size)

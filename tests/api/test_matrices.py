@@ -130,3 +130,41 @@ def test_binned_matrix_keeps_every_byte_and_equals_dense_when_small() -> None:
     exact, one = binned_matrix(traffic=traffic, max_cells=size)
     assert one == 1
     np.testing.assert_array_equal(exact, traffic.to_dense(size))
+
+
+# A MoE layout whose EP 4 divides data·cp = 4 but not data = 2 (Megatron-Core forms expert
+# groups on its own grid, across the CP and DP coordinates), on the nominal H100 profile.
+MOE_UNDER_CP = {
+    "model": {
+        "num_layers": 2,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "seq_length": 2048,
+        "vocab_size": 32000,
+        "moe_num_experts": 8,
+        "moe_top_k": 2,
+    },
+    "layout": {"pipeline": 1, "tensor": 8, "data": 2, "context_parallel": 2, "expert_parallel": 4},
+    "training": {"global_batch_size": 4},
+    "cluster": {"profile": "dgx-h100-nominal"},
+}
+
+
+@pytest.mark.parametrize("fidelity", ["detailed", "paper"])
+def test_every_layout_the_estimate_takes_has_a_matrix_and_a_timeline(
+    client: TestClient, fidelity: str
+) -> None:
+    """Found by fuzzing: the matrix refused EP that divides data·cp but not data (422 where the
+    estimate answered), and paper fidelity under CP asked the profile for the DP all-reduce of
+    2 ranks on 4 nodes (a 422 naming no request field)."""
+    body = {**MOE_UNDER_CP, "fidelity": fidelity}
+    estimate = client.post("/v1/estimates", json=body)
+    assert estimate.status_code == 200, estimate.text
+    matrix = client.post("/v1/traffic-matrices", json={**body, "format": "json"})
+    assert matrix.status_code == 200, matrix.text
+    assert matrix.json()["totals"]["bytes"] > 0
+    timeline = client.post("/v1/timelines", json=body)
+    assert timeline.status_code == 200, timeline.text
+    if fidelity == "detailed":  # the all-to-all spans 4 nodes: ranks 0, 8, 16, 24 of 32
+        expert = [c for c in estimate.json()["collectives"] if c["kind"] == "expert"]
+        assert expert and {c["nodes"] for c in expert} == {4}

@@ -1842,6 +1842,32 @@ def test_a_flex_dispatcher_needs_experts() -> None:
         enumerate_layouts(dense, training, 8)
 
 
+@pytest.mark.parametrize(
+    ("t", "cp", "d", "ep", "order"),
+    [
+        (4, 2, 2, 4, "tp-dp-pp"),  # across cp then dp: ranks 0, 4, 8, 12 (2 nodes)
+        (4, 2, 8, 8, "tp-dp-pp"),  # ranks 0, 4, ..., 28 (4 nodes; dp-strided would be 8)
+        (1, 4, 4, 2, "tp-dp-pp"),  # inside one cp group: ranks 0, 1
+        (2, 2, 4, 4, "tp-dp-cp-pp"),  # dp fastest: ranks 0, 2, 4, 6
+        (2, 2, 4, 8, "tp-pp-dp"),  # cp, then dp across the other stage: 4 nodes of 8
+        (8, 1, 8, 4, "tp-dp-pp"),  # no cp: consecutive dp coordinates, as before
+    ],
+)
+def test_expert_group_nodes_follow_megatron_cores_expert_grid(
+    t: int, cp: int, d: int, ep: int, order: str
+) -> None:
+    """The engine prices the expert all-to-all on the nodes the placement's expert group
+    spans (Megatron-Core's expert grid tp-ep-dp-pp: cp and dp coordinates alike)."""
+    layout = LayoutSpec(
+        pipeline=2, tensor=t, data=d, context_parallel=cp, expert_parallel=ep, rank_order=order
+    )
+    scenario = Scenario(MOE, TrainingSpec(global_batch_size=64), layout, a100())
+    uses = [u for u in estimate(scenario).collectives if u.kind is TrafficKind.EXPERT]
+    assert uses
+    spanned = Placement.from_layout(layout, 8).group_nodes_spanned("expert")
+    assert {u.nodes for u in uses} == {spanned}
+
+
 def test_paper_fidelity_prices_the_dp_all_reduce_on_the_dp_ranks_alone_under_cp() -> None:
     """The seed has no context parallelism: its DP all-reduce runs over the d ranks alone, on
     the nodes those span (a CP 2 layout used to ask the provider for 2 ranks on 4 nodes)."""

@@ -423,6 +423,19 @@ def test_folded_expert_groups_are_blocks_of_consecutive_ranks_of_a_stage() -> No
     assert placement.group_nodes_spanned("expert") == 2
     with pytest.raises(LayoutError, match="tensor·data·cp"):
         Placement(pipeline=1, tensor=2, data=4, expert_parallel=16, expert_tensor_parallel=1)
-    # Not folded, EP 16 does not divide data 8.
-    with pytest.raises(LayoutError, match="data=8"):
+    # Not folded, EP 16 does not divide data·cp 8.
+    with pytest.raises(LayoutError, match="data·cp = 8"):
         Placement(pipeline=1, tensor=2, data=8, expert_parallel=16)
+
+
+def test_expert_groups_under_context_parallel_follow_megatron_cores_expert_grid() -> None:
+    """Megatron-Core builds expert groups on its own grid tp-ep-dp-pp (no cp axis): with TP 4,
+    CP 2, DP 2 an EP 4 group is the ranks 4 apart, across both CP and DP coordinates (EP need
+    only divide data·cp), and spans 2 nodes of 8, not 4."""
+    placement = Placement(pipeline=1, tensor=4, data=2, context_parallel=2, expert_parallel=4)
+    groups = placement.group_ranks("expert")
+    assert groups.tolist() == [[0, 4, 8, 12], [1, 5, 9, 13], [2, 6, 10, 14], [3, 7, 11, 15]]
+    assert placement.group_nodes_spanned("expert") == 2
+    loads = [CollectiveLoad(TrafficKind.EXPERT, Collective.ALLTOALL, 4.0, 1)]
+    m = traffic_matrix(placement, loads)
+    assert np.all(m.row_sums() == 3.0)  # (n-1)/n · S to each of 3 peers
