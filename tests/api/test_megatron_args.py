@@ -256,3 +256,57 @@ def test_token_dispatcher_type_is_read_for_moe_models() -> None:
     )
     assert "moe_token_dispatcher" not in gather.request["training"]
     assert any("allgather: priced as alltoall" in note for note in gather.notes)
+
+
+def test_expert_capacity_is_the_load_factor_only_when_padded_to_it() -> None:
+    """--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity makes every expert
+    run capacity x the mean load (training.moe_capacity_factor); without padding it only caps
+    the busiest expert, so balanced routing stays assumed and a note says so."""
+    padded = parse_megatron_args(
+        MIXTRAL_SMALL + " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity",
+        vocab_size=32000,
+    )
+    assert padded.request["training"]["moe_capacity_factor"] == 1.25
+    capped = parse_megatron_args(
+        MIXTRAL_SMALL + " --moe-expert-capacity-factor 1.25", vocab_size=32000
+    )
+    assert "moe_capacity_factor" not in capped.request["training"]
+    assert any("caps the busiest expert" in note for note in capped.notes)
+    below = parse_megatron_args(
+        MIXTRAL_SMALL + " --moe-expert-capacity-factor 0.5 --moe-pad-expert-input-to-capacity",
+        vocab_size=32000,
+    )
+    assert "moe_capacity_factor" not in below.request["training"]
+    assert any("drops tokens" in note for note in below.notes)
+    for bad in ("abc", "0", "inf"):
+        with pytest.raises(ValidationError, match="--moe-expert-capacity-factor"):
+            parse_megatron_args(
+                MIXTRAL_SMALL + f" --moe-expert-capacity-factor {bad}", vocab_size=32000
+            )
+
+
+def test_performance_flags_commest_does_not_price_get_a_note_each() -> None:
+    """EP overlap, delayed weight gradients, CUDA graphs and block-scaled FP8 are recognised
+    and each named with what the estimate leaves out, not lumped with unknown flags."""
+    line = (
+        MIXTRAL_SMALL
+        + " --fp8-format hybrid --fp8-recipe blockwise --overlap-moe-expert-parallel-comm"
+        " --delay-wgrad-compute --cuda-graph-impl transformer_engine"
+    )
+    notes = parse_megatron_args(line, vocab_size=32000).notes
+    for flag, says in (
+        ("--fp8-recipe blockwise", "priced as per-tensor FP8"),
+        ("--overlap-moe-expert-parallel-comm", "priced exposed"),
+        ("--delay-wgrad-compute", "priced where the backward pass runs them"),
+        ("--cuda-graph-impl transformer_engine", "no host launch cost"),
+    ):
+        assert any(note.startswith(flag + ":") and says in note for note in notes), flag
+    assert not any("ignored" in note and "overlap-moe" in note for note in notes), (
+        "a recognised flag is not listed as ignored"
+    )
+    # Off, or per-tensor FP8, says nothing.
+    quiet = parse_megatron_args(
+        MIXTRAL_SMALL + " --fp8-format hybrid --fp8-recipe tensorwise --cuda-graph-impl none",
+        vocab_size=32000,
+    ).notes
+    assert not any("fp8-recipe" in n or "cuda-graph" in n for n in quiet)
