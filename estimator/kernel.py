@@ -778,6 +778,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         layer_replay = dense.replay(full, selective, op_sac, stop)
         layer_gemm = dense.gemm(full, selective, op_sac, stop)
     layer_comp = layer_fwd + layer_bwd + layer_replay
+    layer_fwd_gemm = _avg(dense.linear_fwd, moe.linear_fwd, moe_frac)
     attention_replays = full + (0.0 if op_sac else selective)
     layer_attention = (
         (2.0 + attention_replays) * dense.attention_fwd + dense.attention_bwd - dense.attention_fwd
@@ -910,12 +911,15 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # a full replay. ``moe_tp`` holds the per-layer (link, exposed) change for a MoE layer.
     moe_ag = moe_rs = _NEVER
     mlp_ag_count: Num = 0.0
+    # A MoE layer's forward TP collectives when not overlapped (the dense rule without SP).
+    moe_tp_fwd: Num = no_sp * 2.0 * ar + sp * 2.0 * (agl + rs)
     if moe_frac and _any(sp):
         routed = float(model.moe_top_k) * s_act
         # Experts folded over TP take their tokens from the sequence shard: no TP gather.
         moe_ag = pricer.time(_TP, _ALL_GATHER, t, ctx.nodes_tp, routed, tp_dispatch)
         moe_rs = pricer.time(_TP, _REDUCE_SCATTER, t, ctx.nodes_tp, routed, tp_dispatch)
         dispatch = tp_dispatch * (2.0 + full) * (moe_ag[1] + moe_rs[1])
+        moe_tp_fwd = no_sp * 2.0 * ar + sp * (agl + rs) + tp_dispatch * (moe_ag[1] + moe_rs[1])
         mlp_ag_count = sp * (2.0 + sp_regather + full + 0.5 * sac_gathers)
         mlp_link = mlp_ag_count * agl + sp * (2.0 + full - skipped_ar) * rs
         mlp_plain = sp * (
@@ -1118,6 +1122,31 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         zr = z3_reduce_layer + z3 * per_mb * gathers * around_r
         zb = zrg + zr
     ogr = fw.overlap_grad_reduce
+    # A layer's exposed TP, CP and EP time stalls the compute stream, not the data-parallel
+    # one: DP collectives keep running through those stalls, which lengthen the window they
+    # hide in (else a faster GPU could expose more DP time than it saves). The forward pass
+    # holds the collectives it runs in full (not overlapped: TP's forward gathers and
+    # scatters or all-reduces, CP's K/V gather, EP's dispatch and combine) and, of what an
+    # overlap pools over the layer's passes, the share of the compute it hides under that the
+    # forward pass runs; the rest stalls the backward pass.
+    stall_fwd = moe_frac * 2.0 * _max(ep_a2a[1], ep_nvlink[1])
+    attention_fwd = dense.attention_fwd
+    cp_fwd = cp_exposed_layer * attention_fwd / layer_attention if fw.cp_overlap else cp_ag[1]
+    stall_fwd = stall_fwd + cp_fwd
+    tp_pooled_fwd = tp_exposed_layer * layer_fwd_gemm / layer_gemm
+    if fw.tp_comm_overlap:
+        stall_fwd = stall_fwd + tp_pooled_fwd
+    else:
+        tp_fwd = _avg(no_sp * 2.0 * ar + sp * 2.0 * (agl + rs), moe_tp_fwd, moe_frac)
+        stall_fwd = stall_fwd + _where(lay.overlap_tp, tp_pooled_fwd, tp_fwd)
+    stall_bwd = tp_exposed_layer + cp_exposed_layer + ep_layer - stall_fwd
+    window_fwd = layer_fwd + stall_fwd
+    window_bwd = layer_bwd + stall_bwd
+    window_bwd_replay = window_bwd + layer_replay
+    # What is left of those windows for the gradient reduction and the parameter all-gather
+    # once ZeRO-3's own gathers and reduce-scatters, on the same DP stream, have run in them.
+    free_fwd = _max(window_fwd - z3_gather_layer, 0.0)
+    free_bwd = _max(window_bwd - z3_bwd_layer, 0.0)
 
     def zero3_exposed(layers: Num) -> Num:
         """Gathers and reduce-scatters on the critical path of one micro-batch."""
@@ -1128,15 +1157,15 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         # The first layer's gather cannot be prefetched; later ones hide under the previous
         # layer's compute.
         rest = _max(layers - 1.0, 0.0)
-        fwd = zg + rest * _max(zg - layer_fwd, 0.0)
+        fwd = zg + rest * _max(zg - window_fwd, 0.0)
         if fw.fsdp_backward_prefetch == "post":
             # FSDP BACKWARD_POST: the next layer's gather is issued after this layer's gradient
             # computation and only its reduce-scatter overlaps the next one (PyTorch FSDP
             # BackwardPrefetch documentation): every backward gather is exposed.
             bwd = layers * zrg + zr
-            bwd = bwd + rest * _max(zr - layer_bwd - layer_replay, 0.0)
+            bwd = bwd + rest * _max(zr - window_bwd_replay, 0.0)
             return fwd + bwd
-        bwd = zb + rest * _max(zb - layer_bwd - layer_replay, 0.0)
+        bwd = zb + rest * _max(zb - window_bwd_replay, 0.0)
         return fwd + bwd
 
     # --- the stages ----------------------------------------------------------------------------
@@ -1154,7 +1183,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         pp = pp_exposed + pp_gather * ag
         dp_mb = zero3_exposed(layers)
         if _any(reduce_each):
-            dp_mb = dp_mb + _hide(reduce_each, layers * layer_bwd, ogr)
+            dp_mb = dp_mb + _hide(reduce_each, layers * free_bwd, ogr)
         parts = {
             "compute": comp,
             "tp": tp,
@@ -1206,8 +1235,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # backward pass when the framework overlaps it), the optimizer step over the parameters
     # this GPU owns, the parameter all-gather (under the next forward pass when overlapped).
     layers_pace = pace("layers")
-    stage_bwd = layers_pace * layer_bwd
-    stage_fwd = layers_pace * layer_fwd
+    stage_bwd = layers_pace * free_bwd
+    stage_fwd = layers_pace * free_fwd
     reduce_exposed = _hide(reduce_link, stage_bwd, ogr)
     if not ogr:
         reduce_exposed = _where(lay.overlap_dp, _max(reduce_link - stage_bwd, 0.0), reduce_link)
