@@ -50,21 +50,21 @@ class FittedCompute:
 _SUBSET = "fitted by commest validate on its declared training subset"
 FITTED_COMPUTE: dict[str, FittedCompute] = {
     "a100": FittedCompute(
-        utilization=0.7695,
-        memory_traffic_factor=2.0879,
+        utilization=0.7697,
+        memory_traffic_factor=1.9414,
         gemm_traffic_factor=0.0,
         fp8_utilization=None,
         source=f"{_SUBSET} (Megatron-LM SC21 Table 1, A100; x0 jointly with the H100 runs)",
-        gemm_half_size_elements=579.17,
+        gemm_half_size_elements=670.35,
     ),
     "h100": FittedCompute(
-        utilization=0.6524,
-        memory_traffic_factor=2.0879,
+        utilization=0.6584,
+        memory_traffic_factor=1.9414,
         gemm_traffic_factor=0.0,
-        fp8_utilization=0.5890,
+        fp8_utilization=0.5950,
         source=f"{_SUBSET} (γ and c from SC21 Table 1; u and u8 from the dense DGX Cloud "
         "benchmarking runs, H100; x0 jointly with SC21 Table 1)",
-        gemm_half_size_elements=579.17,
+        gemm_half_size_elements=670.35,
     ),
 }
 
@@ -141,9 +141,9 @@ class ValidatedAccuracy:
 VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
     acc.trainer_kind: acc
     for acc in (
-        ValidatedAccuracy("megatron-style", 95, 7.3, -3.5, error_p10_pct=-14.2, error_p90_pct=5.7),
-        ValidatedAccuracy("fsdp-style", 61, 5.3, -2.8, error_p10_pct=-12.4, error_p90_pct=4.5),
-        ValidatedAccuracy("deepspeed", 32, 8.8, -5.0, error_p10_pct=-15.8, error_p90_pct=4.3),
+        ValidatedAccuracy("megatron-style", 95, 7.2, -3.2, error_p10_pct=-12.7, error_p90_pct=6.1),
+        ValidatedAccuracy("fsdp-style", 61, 5.4, -2.6, error_p10_pct=-12.7, error_p90_pct=4.5),
+        ValidatedAccuracy("deepspeed", 32, 8.8, -5.0, error_p10_pct=-15.9, error_p90_pct=4.3),
     )
 }
 
@@ -171,5 +171,5 @@ class FineGrainedMoeAccuracy:
 # flex dispatcher), and in one BF16 run of Megatron-LM's MoE recipes on 32 H100s (-21 %);
 # Qwen3-235B-A22B on 256 H100s (experts folded over TP) in five (+10 to +18 %).
 FINE_GRAINED_MOE_ACCURACY = FineGrainedMoeAccuracy(
-    runs=15, mean_abs_error_pct=25.2, mean_error_pct=-15.0, min_error_pct=-63.9, max_error_pct=17.8
+    runs=15, mean_abs_error_pct=25.2, mean_error_pct=-14.7, min_error_pct=-63.8, max_error_pct=17.8
 )

@@ -95,8 +95,8 @@ EAGER_ROPE_PASSES = 4.0
 # (CUBLAS_COMPUTE_32F).
 TENSOR_CORE_ALIGNMENT_BYTES = 16.0
 # The FFN-width part of Korthikanti et al. 2022 Table 2's per-layer activation bytes: the GeLU
-# input (8sbh/t) and the second linear's input (8sbh/t).
-MOE_FFN_WIDTH_SBH = 16.0
+# input (8sbh/t) and the second linear's input (8sbh/t), for their 4h-wide GeLU MLP.
+FFN_WIDTH_SBH = 16.0
 # Its attention-width part: Q and K (4sbh/t), V (2sbh/t) and the output projection's input
 # (2sbh/t), as wide as the heads (kv_channels) make them.
 ATTENTION_WIDTH_SBH = 8.0
@@ -300,6 +300,16 @@ class LayerTimes:
         return gemms
 
 
+def ffn_width_sbh(model: ModelSpec, moe: bool) -> float:
+    """A layer's FFN-width activations per token, in sbh at 2 bytes: Table 2's 16sbh for a 4h
+    GeLU MLP (the activation's input and output), 2·w/h per tensor of width w; a gated MLP
+    (SwiGLU) holds three (gate, up and their product); a MoE layer top_k copies at the expert
+    width (each expert runs its MLP on its permuted tokens, Megatron-Core's experts)."""
+    width = float(model.moe_top_k * model.expert_ffn) if moe else float(model.ffn)
+    tensors = 3.0 if model.swiglu else 2.0
+    return 2.0 * tensors * width / float(model.hidden_size)
+
+
 def layer_times(
     model: ModelSpec,
     roof: Roofline,
@@ -463,20 +473,14 @@ def layer_times(
         attention_bwd = 2.0 * attention_fwd
 
     # Element-wise bytes per pass: Korthikanti et al. 2022 Table 2 (sbh·(10 + 24/t), SP 34/t;
-    # the s² attention part 5as/(ht) without FlashAttention), scaled to β bytes.
+    # the s² attention part 5as/(ht) without FlashAttention), scaled to β bytes; its
+    # attention-width and FFN-width parts at this model's widths.
     sbh = tokens * h
     # Q, K, V and the projection's input at the heads' width (kv_channels; 0 when it is h).
-    wide = (hq / h - 1.0) * ATTENTION_WIDTH_SBH
+    wide = (hq / h - 1.0) * ATTENTION_WIDTH_SBH + ffn_width_sbh(model, moe) - FFN_WIDTH_SBH
     linear_part = (sp * (34.0 + wide) / t + (1.0 - sp) * (10.0 + (24.0 + wide) / t)) * (
         sbh * (beta / 2.0)
     )
-    if moe:
-        # Of those, the FFN-width tensors (the activation's input and the second linear's
-        # input, 16sbh/t) exist once per routed copy and at the expert width: the experts run
-        # the activation on top_k·(tokens) rows of expert_ffn/t (Megatron-Core SequentialMLP:
-        # each expert's MLP on its permuted tokens).
-        copies = float(model.moe_top_k) * float(model.expert_ffn) / float(model.ffn)
-        linear_part = linear_part + (copies - 1.0) * MOE_FFN_WIDTH_SBH / t * sbh * (beta / 2.0)
     attention_part = (0.0 if flash else 5.0 * heads * s / (h * t)) * sbh * (beta / 2.0)
     gamma = roof.elementwise_factor
     elementwise_attention = roof.traffic_s(attention_part, gamma)

@@ -224,7 +224,7 @@ __all__ = [
 # Megatron-DeepSpeed (2021-22) compute speed relative to the fitted roofline (compute_efficiency
 # above): fitted by `commest validate` on its declared training family "bloom_sweep" (BigScience's
 # February 2022 benchmark sweep); a test checks it equals what the report fits today.
-DEEPSPEED_COMPUTE_EFFICIENCY = 0.8887
+DEEPSPEED_COMPUTE_EFFICIENCY = 0.8894
 # Fused Adam (28 B), master-to-model copy (6 B), clipping norm (4 B), zeroing (4 B): see above.
 ADAM_BYTES_PER_PARAMETER = 42.0
 # FP16 only: unscale the gradient by the loss scale and check it for inf/NaN (read + write 4 B).

@@ -28,8 +28,10 @@ from estimator.bandwidth import (
 )
 from estimator.compute import (
     ATTENTION_WIDTH_SBH,
+    FFN_WIDTH_SBH,
     Roofline,
     attention_efficiencies,
+    ffn_width_sbh,
     layer_times,
     logits_s,
     logits_wgrad_s,
@@ -1461,7 +1463,13 @@ def _memory(
     # The s² term: dropped by selective recompute, and never stored with FlashAttention.
     attn = 0.0 if training.flash_attention else 5.0 * a * s / h
     # Q, K, V and the projection's input at the heads' width (kv_channels; 0 when it is h).
-    wide = (float(model.attention_width) / h - 1.0) * ATTENTION_WIDTH_SBH
+    # Q, K, V and the projection's input at the heads' width; the FFN-width tensors at the
+    # MLP's (or the experts' routed copies'), averaged over the stage's dense and MoE layers.
+    moe_frac = float(model.num_moe_layers) / float(model.num_layers)
+    ffn = (1.0 - moe_frac) * ffn_width_sbh(model, False)
+    if moe_frac:
+        ffn = ffn + moe_frac * ffn_width_sbh(model, True)
+    wide = (float(model.attention_width) / h - 1.0) * ATTENTION_WIDTH_SBH + ffn - FFN_WIDTH_SBH
     no_sp = sbh * (10.0 + (24.0 + wide) / t + (1.0 - selective) * attn / t)
     with_sp = sbh / t * (34.0 + wide + (1.0 - selective) * attn)
     per_layer = _where(sp, with_sp, no_sp)

@@ -942,8 +942,9 @@ def test_moe_attention_tp_collectives_hide_under_the_attention_gemms_only() -> N
 
 
 def test_moe_activation_traffic_counts_every_routed_copy_at_the_expert_width() -> None:
-    """The FFN-width activations (16sbh/t of Korthikanti et al. 2022 Table 2) exist once per
-    routed copy at the expert width: top_k·expert_ffn/ffn times the dense layer's."""
+    """The FFN-width activations (16sbh/t of Korthikanti et al. 2022 Table 2 for a 4h GeLU MLP:
+    2·w/h per tensor of width w, three tensors when gated) exist once per routed copy at the
+    expert width: 2·3·top_k·expert_ffn/h against the dense layer's 2·3·ffn/h."""
     roof = Roofline(
         peak_flops=989.5e12,
         utilization=0.6,
@@ -960,9 +961,28 @@ def test_moe_activation_traffic_counts_every_routed_copy_at_the_expert_width() -
         return _layer(model, roof, b=b, t=t, sp=1.0, moe=moe, ep=8.0)
 
     sbh = b * 4096 * 4096
-    extra_bytes = (2 * 2 - 1) * 16.0 / t * sbh  # (top_k · 2f/f − 1) · 16sbh/t, 2-byte
+    # SwiGLU: 6·(top_k·2f − f)/h sbh/t = 6·3·14336/4096 = 63 sbh/t, 2-byte
+    extra_bytes = 6.0 * (2 * 2 * 14336 - 14336) / 4096 / t * sbh
     extra_s = 2.0 * extra_bytes / 3.35e12
     assert times(True).elementwise_fwd - times(False).elementwise_fwd == pytest.approx(extra_s)
+
+
+def test_an_all_moe_models_unused_dense_width_changes_nothing() -> None:
+    """Every layer MoE: the dense ffn_hidden_size is never run, so it cannot move the estimate
+    (Qwen3-30B-A3B described with its provider's unused 6144 took 19.0 s, with the preset's
+    768 24.3 s: the experts' activations were counted against the dense width)."""
+    layout = LayoutSpec(pipeline=1, tensor=1, data=16, expert_parallel=16)
+    training = TrainingSpec(global_batch_size=64, precision=Precision.BF16)
+    model = model_preset("qwen3-30b-a3b")
+    assert model.num_moe_layers == model.num_layers
+    times = {
+        ffn: estimate(
+            Scenario(dataclasses.replace(model, ffn_hidden_size=ffn), training, layout, a100())
+        )
+        for ffn in (768, 6144)
+    }
+    assert times[768].iteration_time_s == times[6144].iteration_time_s
+    assert times[768].memory.total_bytes == times[6144].memory.total_bytes
 
 
 # --- the vectorised path equals the single path, with every mechanism on --------------------------
