@@ -464,6 +464,7 @@ def assumptions(
             "per micro-batch; DP: one ring all-reduce of β_g·N/(p·t) per iteration",
             "paper fidelity leaves out the embedding sync, context parallel and expert "
             "all-to-all terms",
+            "MFU and HFU from the seed's own count: 6·N FLOPs per token, 8·N with full recompute",
         ]
         if tr.recompute is Recompute.SELECTIVE:
             out.append("paper fidelity counts selective recompute as no recompute (6·N·b·s)")

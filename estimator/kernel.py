@@ -292,19 +292,27 @@ def evaluate(
             attention_kernel=training.software.attention_kernel,
         )
         result = _detailed(ctx, roof, bandwidth)
-    forward, logits, core, last_gemm = _iteration_flops(model, ctx.gb * ctx.s)
-    model_flops = 3.0 * forward
-    if training.software.selective_recompute == "op-sac":
-        fp8 = training.precision is _FP8
-        selective_replay = _op_sac_replay_flops(model, ctx.gb * ctx.s, fp8)
+    if fidelity is _PAPER:
+        # The seed's own count, which its time divides by u·F (docs/design.md §4.2): 6·N per
+        # token, 8·N with full recompute. The model's own FLOPs would put a MoE model, which the
+        # seed prices as dense, above 100 % MFU.
+        tokens = ctx.gb * ctx.s
+        result.model_flops = 6.0 * result.parameters * tokens
+        result.hardware_flops = (6.0 + 2.0 * ctx.full) * result.parameters * tokens
     else:
-        selective_replay = ctx.l * core
-    replayed = forward - logits
-    if training.software.recompute_early_stop:
-        replayed = replayed - last_gemm
-    replay_total = ctx.full * replayed + ctx.selective * selective_replay
-    result.model_flops = float(model_flops)
-    result.hardware_flops = model_flops + replay_total
+        forward, logits, core, last_gemm = _iteration_flops(model, ctx.gb * ctx.s)
+        model_flops = 3.0 * forward
+        if training.software.selective_recompute == "op-sac":
+            fp8 = training.precision is _FP8
+            selective_replay = _op_sac_replay_flops(model, ctx.gb * ctx.s, fp8)
+        else:
+            selective_replay = ctx.l * core
+        replayed = forward - logits
+        if training.software.recompute_early_stop:
+            replayed = replayed - last_gemm
+        replay_total = ctx.full * replayed + ctx.selective * selective_replay
+        result.model_flops = float(model_flops)
+        result.hardware_flops = model_flops + replay_total
     result.memory = _memory(
         model,
         training,

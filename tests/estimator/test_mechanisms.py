@@ -48,7 +48,7 @@ from estimator.compute import (
 )
 from estimator.engine import CollectiveUse, estimate_traffic, traffic_loads
 from estimator.errors import LayoutError, ValidationError
-from estimator.flops import layer_forward_flops, layer_parameters
+from estimator.flops import layer_forward_flops, layer_parameters, megatron_parameters
 from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
     DEEPSPEED_COMPUTE_EFFICIENCY,
@@ -1900,3 +1900,19 @@ def test_paper_fidelity_prices_the_dp_all_reduce_on_the_dp_ranks_alone_under_cp(
     )
     (dp,) = [u for u in estimate(scenario).collectives if u.kind is TrafficKind.DP]
     assert (dp.ranks, dp.nodes) == (2, 2)
+
+
+def test_paper_fidelity_reports_flop_rates_from_its_own_count() -> None:
+    """The seed prices a MoE model as dense: 6·N FLOPs per token (8·N with full recompute),
+    N from Megatron-LM eq. 2. Its MFU and HFU divide that count, the one its time is made of, so
+    they stay under u; the model's own FLOPs (eight 4h-wide experts a token here) gave 441 %."""
+    model = dataclasses.replace(MOE, moe_num_experts=64, moe_top_k=8, ffn_hidden_size=None)
+    layout = LayoutSpec(pipeline=1, tensor=2, data=4, expert_parallel=4)
+    training = TrainingSpec(global_batch_size=32, recompute=Recompute.FULL)
+    cluster = a100(utilization=0.9)
+    e = estimate(Scenario(model, training, layout, cluster, fidelity=Fidelity.PAPER))
+    tokens = 32 * model.seq_length
+    n = megatron_parameters(model)
+    assert e.model_flops == pytest.approx(6.0 * n * tokens)
+    assert e.hardware_flops == pytest.approx(8.0 * n * tokens)
+    assert e.throughput.mfu < e.throughput.hfu <= 0.9
