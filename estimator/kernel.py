@@ -900,15 +900,15 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             + sp_regather * (_hide(agl, qkv, sg_on) + _hide(agl, fc1, sg_on))
         )
     )
+    # The forward pass's TP collectives: 2 all-reduces (SP: 2 all-gathers and 2 reduce-scatters).
+    fwd_link = no_sp * 2.0 * ar + sp * 2.0 * (agl + rs)
     # TP communication overlap (userbuffers): every TP collective of a layer runs under its
     # GEMMs; only what exceeds them is exposed.
     tp_overlapped = _max(tp_link_layer - layer_gemm, 0.0)
     if fw.tp_comm_overlap and not fw.tp_comm_overlap_backward:
-        # Forward pass only (async TP): its 2 all-reduces (SP: 2 all-gathers and 2
-        # reduce-scatters) under the forward GEMMs; the backward and the replays as without.
-        fwd_link = no_sp * 2.0 * ar + sp * 2.0 * (agl + rs)
-        fwd_gemm = _avg(dense.linear_fwd, moe.linear_fwd, moe_frac)
-        tp_overlapped = tp_plain_layer - fwd_link + _max(fwd_link - fwd_gemm, 0.0)
+        # Forward pass only (async TP): its collectives under the forward GEMMs; the backward
+        # and the replays as without.
+        tp_overlapped = tp_plain_layer - fwd_link + _max(fwd_link - layer_fwd_gemm, 0.0)
     tp_exposed_layer = (
         tp_overlapped
         if fw.tp_comm_overlap
@@ -922,7 +922,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     moe_ag = moe_rs = _NEVER
     mlp_ag_count: Num = 0.0
     # A MoE layer's forward TP collectives when not overlapped (the dense rule without SP).
-    moe_tp_fwd: Num = no_sp * 2.0 * ar + sp * 2.0 * (agl + rs)
+    moe_tp_fwd: Num = fwd_link
     if moe_frac and _any(sp):
         routed = float(model.moe_top_k) * s_act
         # Experts folded over TP take their tokens from the sequence shard: no TP gather.
@@ -1147,7 +1147,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     if fw.tp_comm_overlap:
         stall_fwd = stall_fwd + tp_pooled_fwd
     else:
-        tp_fwd = _avg(no_sp * 2.0 * ar + sp * 2.0 * (agl + rs), moe_tp_fwd, moe_frac)
+        tp_fwd = _avg(fwd_link, moe_tp_fwd, moe_frac)
         stall_fwd = stall_fwd + _where(lay.overlap_tp, tp_pooled_fwd, tp_fwd)
     stall_bwd = tp_exposed_layer + cp_exposed_layer + ep_layer - stall_fwd
     window_fwd = layer_fwd + stall_fwd
