@@ -427,7 +427,8 @@ class _Context:
         # stage's tp·cp·dp ranks, each expert shared by the t·d·cp/ep ranks ep apart.
         expert_shard = d * cp / lay.ep
         nodes_ep = nodes_spanned(lay.ep, stride["dp"], g)
-        if _any(_gt(cp, 1.0)):
+        multi_cp = _gt(cp, 1.0)
+        if _any(multi_cp):
             # The group fills the faster of cp and dp first, then steps along the slower.
             cp_first = _gt(stride["dp"], stride["cp"])
             n_in = _where(cp_first, cp, d)
@@ -438,7 +439,7 @@ class _Context:
                 nodes_spanned(n_in, s_in, g) * nodes_spanned(lay.ep / n_in, s_out, g),
             )
             nodes_ep = _where(
-                _gt(cp, 1.0),
+                multi_cp,
                 _where(_gt(lay.ep, n_in), spread, nodes_spanned(lay.ep, s_in, g)),
                 nodes_ep,
             )
@@ -999,6 +1000,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     flex = training.moe_token_dispatcher is MoeDispatcher.FLEX
     ep_per_node: Num = 1.0
     nvlink_bytes: Num = 0.0
+    ep_call: Num = 0.0  # one dispatch or combine, per MoE layer of the stage
     ep_layer: Num = 0.0
     if moe_frac:
         a2a_bytes = beta * b * (s / cp) * h * float(model.moe_top_k) / _where(sp, t, 1.0)
@@ -1009,7 +1011,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             ep_nvlink = pricer.time(_EXPERT, _ALLTOALL, ep_per_node, 1.0, nvlink_bytes, moe_frac)
         ep_a2a = pricer.time(_EXPERT, _ALLTOALL, ep, ctx.nodes_ep, a2a_bytes, moe_frac)
         # flex: the RDMA and NVLink legs run at once, the slower one sets the pace
-        ep_layer = moe_frac * (4.0 + 2.0 * full) * _max(ep_a2a[1], ep_nvlink[1])
+        ep_call = moe_frac * _max(ep_a2a[1], ep_nvlink[1])
+        ep_layer = (4.0 + 2.0 * full) * ep_call
 
     # PP: activation forward, gradient backward, per chunk; 1/t of it with scatter/gather or
     # SP, then an all-gather over the TP group (charged to pp: the pipeline waits on it).
@@ -1139,10 +1142,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # scatters or all-reduces, CP's K/V gather, EP's dispatch and combine) and, of what an
     # overlap pools over the layer's passes, the share of the compute it hides under that the
     # forward pass runs; the rest stalls the backward pass.
-    stall_fwd = moe_frac * 2.0 * _max(ep_a2a[1], ep_nvlink[1])
-    attention_fwd = dense.attention_fwd
-    cp_fwd = cp_exposed_layer * attention_fwd / layer_attention if fw.cp_overlap else cp_ag[1]
-    stall_fwd = stall_fwd + cp_fwd
+    cp_fwd = cp_exposed_layer * dense.attention_fwd / layer_attention if fw.cp_overlap else cp_ag[1]
+    stall_fwd = 2.0 * ep_call + cp_fwd
     tp_pooled_fwd = tp_exposed_layer * layer_fwd_gemm / layer_gemm
     if fw.tp_comm_overlap:
         stall_fwd = stall_fwd + tp_pooled_fwd
@@ -1474,9 +1475,7 @@ def _memory(
     # Q, K, V and the projection's input at the heads' width; the FFN-width tensors at the
     # MLP's (or the experts' routed copies'), averaged over the stage's dense and MoE layers.
     moe_frac = float(model.num_moe_layers) / float(model.num_layers)
-    ffn = (1.0 - moe_frac) * ffn_width_sbh(model, False)
-    if moe_frac:
-        ffn = ffn + moe_frac * ffn_width_sbh(model, True)
+    ffn = _avg(ffn_width_sbh(model, False), ffn_width_sbh(model, True), moe_frac)
     wide = (float(model.attention_width) / h - 1.0) * ATTENTION_WIDTH_SBH + ffn - FFN_WIDTH_SBH
     no_sp = sbh * (10.0 + (24.0 + wide) / t + (1.0 - selective) * attn / t)
     with_sp = sbh / t * (34.0 + wide + (1.0 - selective) * attn)

@@ -164,6 +164,7 @@ BY_ANY_NAME: dict[str, Setting] = {
     **BY_NAME,
 }
 BOOL_SETTINGS = frozenset(s.name for s in SETTINGS if s.kind == "bool")
+_UNMODELLED = tuple(s for s in SETTINGS if s.unmodelled)
 
 # Settings a log must state (a command line may leave them to Megatron's defaults).
 _LOG_REQUIRED = (
@@ -509,9 +510,9 @@ def build_request(
             f"{field_name('fp8_recipe')} {recipe}: priced as per-tensor FP8 (block-scaled "
             "FP8's own casts and GEMM speed are not modelled)"
         )
-    for setting in SETTINGS:
+    for setting in _UNMODELLED:
         turned_on = v.get(setting.name)
-        if setting.unmodelled and turned_on not in (None, False, "none", "None"):
+        if turned_on not in (None, False, "none", "None"):
             shown = "" if turned_on is True else f" {turned_on}"
             notes.append(f"{field_name(setting.name)}{shown}: {setting.unmodelled}")
 
