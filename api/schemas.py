@@ -1089,6 +1089,20 @@ class FrameworkOut(_Out):
         return data
 
 
+class FineGrainedMoeValidatedOut(_Out):
+    """How the detailed model did on the published MoE runs whose experts are narrower than the
+    model, predicted out of sample by ``commest validate`` (kind "fine-grained moe")."""
+
+    runs: int = Field(description="published runs of such models, scored out of sample")
+    mean_abs_error_pct: float = Field(description="mean |predicted - measured| / measured, %")
+    mean_error_pct: float = Field(
+        description="mean signed error, %: below 0, those runs took longer than predicted"
+    )
+    min_error_pct: float = Field(description="the least signed error of those runs, %")
+    max_error_pct: float = Field(description="the greatest signed error of those runs, %")
+    misses_target: bool = Field(description="mean |error| above the validation's 8 % target")
+
+
 class ValidatedOut(_Out):
     """How the detailed model did on the published runs of this estimate's kind of trainer,
     predicted out of sample by ``commest validate`` (README "Accuracy")."""
@@ -1104,6 +1118,13 @@ class ValidatedOut(_Out):
     misses_target: bool = Field(
         description="mean |error| above the validation's 8 % per-family target (the estimate "
         "then warns)"
+    )
+    fine_grained_moe: FineGrainedMoeValidatedOut | None = Field(
+        default=None,
+        description="the model's experts are narrower than the model (moe_ffn_hidden_size < "
+        "hidden_size): how the published runs of such models were off, the figures that apply "
+        "to this estimate more than its kind's (iteration_time_range_s spans them); null for "
+        "other models",
     )
 
 

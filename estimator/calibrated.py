@@ -16,7 +16,7 @@ experts are narrower than the model, the kind of run it predicts worst.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from estimator.frameworks import TrainerKind
 
@@ -25,6 +25,7 @@ __all__ = [
     "FINE_GRAINED_MOE_ACCURACY",
     "FITTED_COMPUTE",
     "VALIDATED_ACCURACY",
+    "VALIDATED_ACCURACY_FINE_GRAINED_MOE",
     "FineGrainedMoeAccuracy",
     "FittedCompute",
     "ValidatedAccuracy",
@@ -113,6 +114,28 @@ def _measured_range_s(predicted_s: float, low_pct: float, high_pct: float) -> tu
 
 
 @dataclass(frozen=True, slots=True)
+class FineGrainedMoeAccuracy:
+    """How the detailed model did on the published MoE runs whose experts are narrower than the
+    model (``ModelSpec.fine_grained_moe``; ``commest validate``, kind "fine-grained moe")."""
+
+    runs: int
+    mean_abs_error_pct: float
+    mean_error_pct: float
+    min_error_pct: float
+    max_error_pct: float
+
+    @property
+    def misses_target(self) -> bool:
+        """Whether these runs were off by more than ACCURACY_WARNING_PCT on average."""
+        return self.mean_abs_error_pct > ACCURACY_WARNING_PCT
+
+    def measured_range_s(self, predicted_s: float) -> tuple[float, float]:
+        """The iteration times that put this prediction's error between the least and the
+        greatest of these runs' (there are too few of them for percentiles)."""
+        return _measured_range_s(predicted_s, self.min_error_pct, self.max_error_pct)
+
+
+@dataclass(frozen=True, slots=True)
 class ValidatedAccuracy:
     """How the detailed model did on the published runs of one kind of trainer, out of sample
     (``commest validate``, "by kind")."""
@@ -125,6 +148,9 @@ class ValidatedAccuracy:
     # 80 % of those runs fell between them (numpy's linear interpolation).
     error_p10_pct: float
     error_p90_pct: float
+    # Where the estimate's model has experts narrower than itself (ModelSpec.fine_grained_moe):
+    # how the published runs of such models were off (else None).
+    fine_grained_moe: FineGrainedMoeAccuracy | None = None
 
     @property
     def misses_target(self) -> bool:
@@ -148,28 +174,18 @@ VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class FineGrainedMoeAccuracy:
-    """How the detailed model did on the published MoE runs whose experts are narrower than the
-    model (``ModelSpec.fine_grained_moe``; ``commest validate``, kind "fine-grained moe")."""
-
-    runs: int
-    mean_abs_error_pct: float
-    mean_error_pct: float
-    min_error_pct: float
-    max_error_pct: float
-
-    def measured_range_s(self, predicted_s: float) -> tuple[float, float]:
-        """The iteration times that put this prediction's error between the least and the
-        greatest of these runs' (there are too few of them for percentiles)."""
-        return _measured_range_s(predicted_s, self.min_error_pct, self.max_error_pct)
-
-
 # ``commest validate`` today: Qwen3-30B-A3B on 16 H100s in six Megatron-Bridge releases (25.11 to
-# 26.06, FP8: -61 to -36 %, whose same layout ran at 5,113 and 9,058 tokens/s/GPU in two of them)
-# and in three BF16 runs of its model verification card and performance skills (-13 to +7 %,
-# flex dispatcher), and in one BF16 run of Megatron-LM's MoE recipes on 32 H100s (-21 %);
+# 26.06, FP8: -64 to -35 %, whose same layout ran at 5,113 and 9,058 tokens/s/GPU in two of them)
+# and in three BF16 runs of its model verification card and performance skills (flex
+# dispatcher: -12 to +8 %), and in one BF16 run of Megatron-LM's MoE recipes on 32 H100s (-21 %);
 # Qwen3-235B-A22B on 256 H100s (experts folded over TP) in five (+10 to +18 %).
 FINE_GRAINED_MOE_ACCURACY = FineGrainedMoeAccuracy(
     runs=15, mean_abs_error_pct=25.2, mean_error_pct=-14.7, min_error_pct=-63.8, max_error_pct=17.8
 )
+
+# The same kinds for an estimate whose model has experts narrower than itself: each carries
+# FINE_GRAINED_MOE_ACCURACY, the runs among its own that such an estimate resembles.
+VALIDATED_ACCURACY_FINE_GRAINED_MOE: dict[str, ValidatedAccuracy] = {
+    kind: replace(acc, fine_grained_moe=FINE_GRAINED_MOE_ACCURACY)
+    for kind, acc in VALIDATED_ACCURACY.items()
+}

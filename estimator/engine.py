@@ -16,6 +16,7 @@ from estimator.bandwidth import (
 from estimator.calibrated import (
     FINE_GRAINED_MOE_ACCURACY,
     VALIDATED_ACCURACY,
+    VALIDATED_ACCURACY_FINE_GRAINED_MOE,
     ValidatedAccuracy,
     runs_fitted_compute,
 )
@@ -213,8 +214,9 @@ class Estimate:
         if self.validated is None:
             return None
         low, high = self.validated.measured_range_s(self.iteration_time_s)
-        if self.scenario.model.fine_grained_moe:
-            fine_low, fine_high = FINE_GRAINED_MOE_ACCURACY.measured_range_s(self.iteration_time_s)
+        fine = self.validated.fine_grained_moe
+        if fine is not None:
+            fine_low, fine_high = fine.measured_range_s(self.iteration_time_s)
             low, high = min(low, fine_low), max(high, fine_high)
         return low, high
 
@@ -367,7 +369,8 @@ def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
     """The out-of-sample accuracy of published runs of the scenario's kind of trainer, when the
     scenario runs the model `commest validate` scores: detailed fidelity, a framework preset at
     its own compute speed (``compute_efficiency``: the DeepSpeed presets' is fitted too) and a
-    GPU family's fitted compute constants (estimator.calibrated); else None."""
+    GPU family's fitted compute constants (estimator.calibrated); else None. A model whose
+    experts are narrower than itself carries those runs' figures too (``fine_grained_moe``)."""
     if scenario.fidelity is not Fidelity.DETAILED:
         return None
     fw = scenario.training.software
@@ -384,6 +387,8 @@ def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
         fp8=scenario.training.precision is Precision.FP8,
     ):
         return None
+    if scenario.model.fine_grained_moe:
+        return VALIDATED_ACCURACY_FINE_GRAINED_MOE[kind]
     return VALIDATED_ACCURACY[kind]
 
 
@@ -419,10 +424,18 @@ def _accuracy_line(acc: ValidatedAccuracy | None) -> str:
             "at its own compute speed and a GPU family's fitted compute constants (u, γ, c, x0, "
             "and u8 for FP8); this estimate's differ, so no published accuracy applies to it"
         )
-    return (
+    line = (
         f"validated: {acc.runs} published {acc.trainer_kind} runs predicted "
         f"{acc.mean_abs_error_pct:.1f} % off on average (mean signed error "
         f"{acc.mean_error_pct:+.1f} %), out of sample (commest validate)"
+    )
+    fine = acc.fine_grained_moe
+    if fine is None:
+        return line
+    return (
+        f"{line}; the {fine.runs} published runs whose experts are narrower than the model, "
+        f"as here, {fine.mean_abs_error_pct:.1f} % off on average ({fine.min_error_pct:+.1f} % "
+        f"to {fine.max_error_pct:+.1f} %)"
     )
 
 

@@ -14,7 +14,7 @@ from estimator import (
     estimate,
     megatron_parameters,
 )
-from estimator.calibrated import FITTED_COMPUTE
+from estimator.calibrated import FINE_GRAINED_MOE_ACCURACY, FITTED_COMPUTE
 from estimator.presets import model_preset
 from profiles.nominal import NOMINAL_SPECS, nominal_bandwidth
 from tests.api.conftest import AUTH, ESTIMATE, SCALAR_C, assert_problem, request
@@ -260,6 +260,31 @@ def _qwen3_30b(**changes: object) -> dict[str, object]:
         },
         cluster={"profile": "dgx-h100-nominal"},
     )
+
+
+def test_fine_grained_moe_answers_carry_the_accuracy_of_such_runs(client: TestClient) -> None:
+    """Experts of 768 on h = 2048: ``validated`` carries the published fine-grained MoE runs'
+    figures beside the kind of trainer's, and the range spans them; a coarse MoE has none."""
+    qwen = {**_qwen3_30b(), "cluster": {"profile": "dgx-h100-nominal"}}  # its fitted u
+    answer = client.post("/v1/estimates", json=qwen)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    acc = FINE_GRAINED_MOE_ACCURACY
+    assert body["validated"]["trainer_kind"] == "megatron-style"
+    assert body["validated"]["fine_grained_moe"] == {
+        "runs": acc.runs,
+        "mean_abs_error_pct": acc.mean_abs_error_pct,
+        "mean_error_pct": acc.mean_error_pct,
+        "min_error_pct": acc.min_error_pct,
+        "max_error_pct": acc.max_error_pct,
+        "misses_target": True,
+    }
+    t = body["iteration_time_s"]
+    assert body["iteration_time_range_s"][1] == pytest.approx(t / (1 + acc.min_error_pct / 100))
+    coarse = {**qwen, "model": {"preset": "mixtral-8x7b"}}
+    mixtral = client.post("/v1/estimates", json=coarse)
+    assert mixtral.status_code == 200, mixtral.text
+    assert mixtral.json()["validated"]["fine_grained_moe"] is None
 
 
 def test_heads_wider_than_the_model_are_priced_and_named(client: TestClient) -> None:

@@ -80,6 +80,7 @@ def test_a_deepspeed_answer_warns_how_far_such_runs_were_off(
         "error_p10_pct": acc.error_p10_pct,
         "error_p90_pct": acc.error_p90_pct,
         "misses_target": True,
+        "fine_grained_moe": None,  # a dense model
     }
     low, high = deepspeed["iteration_time_range_s"]
     assert (low, high) == pytest.approx(acc.measured_range_s(deepspeed["iteration_time_s"]))

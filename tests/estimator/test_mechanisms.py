@@ -1636,6 +1636,14 @@ def test_fine_grained_moe_estimates_say_how_far_such_runs_were_off() -> None:
     assert f"the {acc.runs} such published runs" in warning
     assert f"{acc.min_error_pct:+.0f} %" in warning and f"{acc.max_error_pct:+.0f} %" in warning
     assert not any(w.startswith("experts narrower") for w in coarse.warnings)
+    # The accuracy it claims is that of such runs, beside its kind of trainer's.
+    assert qwen.validated is not None and qwen.validated.fine_grained_moe == acc
+    assert acc.misses_target
+    assert coarse.validated is not None and coarse.validated.fine_grained_moe is None
+    [line] = [a for a in qwen.assumptions if a.startswith("validated: ")]
+    assert f"the {acc.runs} published runs whose experts are narrower than the model" in line
+    assert f"{acc.mean_abs_error_pct:.1f} % off on average" in line
+    assert not any("narrower" in a for a in coarse.assumptions if a.startswith("validated: "))
     # Its range spans those runs' errors (the kind's middle 80 % would claim far too much).
     t = qwen.iteration_time_s
     assert qwen.validated is not None and coarse.validated is not None

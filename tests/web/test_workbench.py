@@ -160,6 +160,8 @@ def test_estimate_shows_the_api_figures_for_a_preset(page: Page, server: Server)
         f"{validated['mean_abs_error_pct']:.1f} % mean error on {validated['runs']} published "
         f"{validated['trainer_kind']} runs"
     )
+    assert validated["fine_grained_moe"] is None  # a dense model: no line for fine-grained MoE
+    expect(page.get_by_test_id("validated-fine-grained-moe")).to_have_count(0)
 
 
 def test_a_typed_model_shape_starts_from_the_preset_and_is_sent(page: Page) -> None:
@@ -272,6 +274,13 @@ def test_moe_models_choose_their_token_dispatcher(page: Page) -> None:
     expect(legs).to_have_count(2)
     expect(legs.first).to_contain_text("RDMA leg")
     expect(legs.last).to_contain_text("NVLink leg")
+    # experts of 768 on h = 2048: the accuracy of such runs is shown beside the kind's, as advice
+    fine = answer.value.json()["validated"]["fine_grained_moe"]
+    shown = page.get_by_test_id("validated-fine-grained-moe")
+    expect(shown).to_contain_text(
+        f"{fine['mean_abs_error_pct']:.1f} % mean error on the {fine['runs']} such runs"
+    )
+    expect(shown).to_have_class("advice")
     fill_scenario(page, {"preset": "gpt3-13b"})
     expect(form.locator("[name=moe_token_dispatcher]")).to_have_count(0)
 

@@ -75,6 +75,10 @@ export function EstimateResult({ result: r }) {
         ${r.validated ? html`<span data-testid="validated" class=${r.validated.misses_target ? "advice" : ""}
             title="commest validate: published runs of this kind of trainer, predicted out of sample (mean signed error ${num(r.validated.mean_error_pct, 1)} %)">
             validated: ${num(r.validated.mean_abs_error_pct, 1)} % mean error on ${num(r.validated.runs)} published ${r.validated.trainer_kind} runs</span>` : null}
+        ${r.validated && r.validated.fine_grained_moe ? html`<span data-testid="validated-fine-grained-moe"
+            class=${r.validated.fine_grained_moe.misses_target ? "advice" : ""}
+            title="commest validate: published MoE runs whose experts are narrower than the model, predicted out of sample (${num(r.validated.fine_grained_moe.min_error_pct, 1)} % to ${num(r.validated.fine_grained_moe.max_error_pct, 1)} %; see the warnings)">
+            experts narrower than the model: ${num(r.validated.fine_grained_moe.mean_abs_error_pct, 1)} % mean error on the ${num(r.validated.fine_grained_moe.runs)} such runs</span>` : null}
       </p>
     </section>
     <section>
