@@ -100,6 +100,10 @@ FFN_WIDTH_SBH = 16.0
 # Its attention-width part: Q and K (4sbh/t), V (2sbh/t) and the output projection's input
 # (2sbh/t), as wide as the heads (kv_channels) make them.
 ATTENTION_WIDTH_SBH = 8.0
+# The loss's peak, bytes per logit (ours, from the elementary passes of the fp32 cross entropy
+# the engine's time prices): the 16-bit logits, their fp32 log-softmax and its fp32 gradient are
+# live together as the backward pass starts (2 + 4 + 4 B).
+LOGITS_PEAK_BYTES = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +312,24 @@ def ffn_width_sbh(model: ModelSpec, moe: bool) -> float:
     width = float(model.moe_top_k * model.expert_ffn) if moe else float(model.ffn)
     tensors = 3.0 if model.swiglu else 2.0
     return 2.0 * tensors * width / float(model.hidden_size)
+
+
+def op_sac_sbh(model: ModelSpec, moe: bool) -> tuple[float, float]:
+    """What torchtitan's op-level SAC keeps of a layer per token, in sbh at 2 bytes, as (the part
+    as wide as the layer's input, the part as wide as its TP-sharded matmul outputs).
+
+    ``parallelize_llama.py`` at 9dec370: matmul and SDPA outputs are saved except every second
+    matmul of the layer (wq, wk, wv, wo, w1, (w3,) w2 in order), everything else is replayed; so
+    the layer's input, wq's, wv's and the SDPA's outputs and w1's (and, gated, w2's) stay. A MoE
+    layer's FFN outputs are its routed copies (``ffn_width_sbh``).
+    """
+    h = float(model.hidden_size)
+    width = float(model.moe_top_k * model.expert_ffn) if moe else float(model.ffn)
+    copies = float(model.moe_top_k) if moe else 1.0
+    gated = 1.0 if model.swiglu else 0.0
+    wide = 2.0 * (1.0 + gated * copies)
+    sharded = 2.0 * (2.0 * float(model.attention_width) + float(model.kv_hidden) + width) / h
+    return wide, sharded
 
 
 def layer_times(

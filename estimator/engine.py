@@ -587,8 +587,16 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
         "embedding its output all-reduce on the first",
         "memory: mixed-precision Adam (2+4+12 bytes/parameter), activations per "
         "Korthikanti et al. 2022 Table 2 on the first stage with min(p, m) micro-batches "
-        "in flight",
+        "in flight, or on the last with one and the loss's logits (10 B per logit: the "
+        "16-bit logits, their fp32 log-softmax and its gradient), whichever holds more; full "
+        "recompute adds the layer being replayed; allocator reserve, communication buffers "
+        "and FSDP's gathered layers not counted",
     ]
+    if tr.recompute is Recompute.SELECTIVE and tr.software.selective_recompute == "op-sac":
+        out.append(
+            "memory under op-level SAC: per layer the input, wq's, wv's, the SDPA's, w1's and "
+            "(gated) w2's outputs are kept, every other matmul's replayed (torchtitan)"
+        )
     if c.memory_bandwidth_gbps:
         out.append(
             "compute = Σ GEMM FLOPs/(u·F) + c·GEMM operand bytes/HBM + attention + "

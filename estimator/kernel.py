@@ -29,12 +29,14 @@ from estimator.bandwidth import (
 from estimator.compute import (
     ATTENTION_WIDTH_SBH,
     FFN_WIDTH_SBH,
+    LOGITS_PEAK_BYTES,
     Roofline,
     attention_efficiencies,
     ffn_width_sbh,
     layer_times,
     logits_s,
     logits_wgrad_s,
+    op_sac_sbh,
 )
 from estimator.flops import (
     attention_core_forward_flops,
@@ -322,6 +324,7 @@ def evaluate(
         result.expert_gpu_parameters,
         gpu_memory_bytes,
         ctx.first_layers,
+        ctx.last_layers,
         ctx.expert_shard,
     )
     return result
@@ -1433,13 +1436,17 @@ def _memory(
     expert_params: Num,
     capacity: float | None,
     first_layers: Num,
+    last_layers: Num,
     expert_shard: Num,
 ) -> dict[str, Num]:
-    """Bytes per GPU on the first stage (Korthikanti et al. 2022 §4, Table 2).
+    """Bytes per GPU on the most loaded stage (Korthikanti et al. 2022 §4, Table 2).
 
     Mixed-precision Adam: weights β, fp32 main gradients 4, fp32 master + m + v 12 bytes per
     parameter (fp32 training: 4 + 4 + 8). ZeRO 1 shards the optimizer over the DP group,
     2 also the gradients, 3 also the weights (expert parameters over ``expert_shard`` ranks).
+    Activations: the first stage's micro-batches in flight, or the last stage's one with the
+    loss's logits (``LOGITS_PEAK_BYTES``, vocabulary-parallel over t), whichever holds more;
+    under full recompute the layer being replayed holds its whole activations on top.
     """
     fp32 = training.precision in (_FP32, _TF32)
     w_bytes = float(BYTES_PER_ELEMENT[training.precision])
@@ -1483,9 +1490,25 @@ def _memory(
     no_sp = sbh * (10.0 + (24.0 + wide) / t + (1.0 - selective) * attn / t)
     with_sp = sbh / t * (34.0 + wide + (1.0 - selective) * attn)
     per_layer = _where(sp, with_sp, no_sp)
+    if training.software.selective_recompute == "op-sac":
+        dense_wide, dense_sharded = op_sac_sbh(model, False)
+        moe_wide, moe_sharded = op_sac_sbh(model, True)
+        kept = sbh * (
+            _avg(dense_wide, moe_wide, moe_frac) / _where(sp, t, 1.0)
+            + _avg(dense_sharded, moe_sharded, moe_frac) / t
+        )
+        per_layer = _where(selective, kept, per_layer)
+    # Full recompute keeps each layer's input; the layer being replayed, one at a time, holds
+    # all of its activations (Table 2 without recompute) until its backward pass is done.
+    replaying = full * _where(
+        sp, sbh / t * (34.0 + wide + attn), sbh * (10.0 + (24.0 + wide + attn) / t)
+    )
     per_layer = _where(full, 2.0 * sbh / _where(sp, t, 1.0), per_layer)
     in_flight = _min(p, m) * (1.0 + (p - 1.0) / (p * v) * _gt(v, 1.0))
-    activations = per_layer * first_layers * in_flight
+    logits = LOGITS_PEAK_BYTES * s * b * float(model.vocab_size) / t
+    first = per_layer * first_layers * in_flight + replaying
+    last = per_layer * last_layers + replaying + logits
+    activations = _where(_gt(p, 1.0), _max(first, last), first + logits)
     total = weights + grads + optim + activations
     memory: dict[str, Num] = {
         "weights": weights,

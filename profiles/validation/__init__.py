@@ -79,6 +79,7 @@ COLUMNS: tuple[str, ...] = (
     "kv_channels",  # attention head width where it is not hidden_size/num_attention_heads
     "expert_tensor_parallel",  # the experts' own TP where not the layer's (1: folded over TP)
     "moe_token_dispatcher",  # flex (DeepEP / HybridEP) where the recipe sets it; blank: alltoall
+    "measured_memory_gib",  # the peak memory per GPU the source prints, where it prints one
 )
 
 

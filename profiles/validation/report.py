@@ -229,6 +229,18 @@ class RowResult:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryRow:
+    """Peak memory per GPU where the source prints it, against the engine's (not fitted)."""
+
+    id: str
+    source: str
+    predicted_gib: float
+    measured_gib: float
+    error_pct: float  # (predicted - measured) / measured
+    recompute: str
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     rows: int
     mean_abs_error_pct: float
@@ -245,6 +257,9 @@ class ValidationReport:
     excluded: list[Excluded] = field(default_factory=list)
     by_kind: dict[str, Summary] = field(default_factory=dict)
     training: dict[str, str] = field(default_factory=dict)  # family -> reason
+    # Peak memory per GPU of the scored rows whose source prints it (no constant is fitted on
+    # memory and no target is set: the published figure is the allocator's peak reservation).
+    memory: list[MemoryRow] = field(default_factory=list)
     protocol: str = __doc__.split("\n\n")[1].replace("\n", " ") if __doc__ else ""
 
     def to_json(self) -> str:
@@ -274,6 +289,16 @@ class ValidationReport:
         block("overall (out of sample)", [("all", self.summary)])
         block("by source", self.by_source.items())
         block("by kind", self.by_kind.items())
+        if self.memory:
+            lines.append(
+                "peak memory per GPU where the source prints it (GiB; not fitted, no target: "
+                "the source's figure is the allocator's peak reservation)"
+            )
+            for m in self.memory:
+                lines.append(
+                    f"  {m.id[:44]:<44} {m.recompute:<9} pred {m.predicted_gib:6.1f}  "
+                    f"meas {m.measured_gib:6.1f}  err {m.error_pct:+7.1f} %"
+                )
         fit = ", ".join(f"{k} = {v:.4f}" for k, v in self.fit.items())
         lines.append(f"fit on the training subset: {fit}")
         for name, reason in self.training.items():
@@ -302,6 +327,7 @@ META_COLUMNS = (
     "precision",
     "flops_formula",
     "measured_tokens_per_s_per_gpu",
+    "measured_memory_gib",
 )
 
 
@@ -787,4 +813,34 @@ def run_validation(text: str | None = None) -> ValidationReport:
         excluded,
         by_kind,
         {**{f.name: f.reason for f in TRAINING}, "joint": JOINT_REASON},
+        memory_rows(runs, fit_all),
     )
+
+
+def memory_rows(runs: Sequence[PublishedRun], constants: dict[str, float]) -> list[MemoryRow]:
+    """The engine's peak memory per GPU against the source's, for rows that print one."""
+    out: list[MemoryRow] = []
+    for run in runs:
+        published = (run.meta.get("measured_memory_gib") or "").strip()
+        if not published:
+            continue
+        measured = float(published)
+        sc = scenario_for(
+            run,
+            utilization=constants[f"utilization_{run.family}"],
+            memory_traffic_factor=constants["memory_traffic_factor"],
+            fp8_utilization=constants["fp8_utilization"],
+            peak_scale=peak_scale_of(run, constants),
+        )
+        predicted = estimate(sc).memory.total_bytes / 2.0**30
+        out.append(
+            MemoryRow(
+                run.id,
+                run.source,
+                predicted,
+                measured,
+                100.0 * (predicted - measured) / measured,
+                run.scenario_inputs[1].recompute.value,
+            )
+        )
+    return out

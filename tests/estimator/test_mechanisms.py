@@ -37,6 +37,7 @@ from estimator.compute import (
     FLASH_BACKWARD_EFFICIENCY,
     FLASH_BACKWARD_RATIO,
     HBM_EFFICIENCY,
+    LOGITS_PEAK_BYTES,
     TRITON_FLASH_BACKWARD_SLOWDOWN,
     TRITON_FLASH_FORWARD_SLOWDOWN,
     LayerTimes,
@@ -396,6 +397,20 @@ def test_op_sac_hardware_flops_count_the_replayed_gemms() -> None:
     tokens = 16 * 8192.0
     replayed = 32 * 2.0 * tokens * 4096.0 * (1024.0 + 4096.0 + 14336.0)
     assert e.hardware_flops - e.model_flops == pytest.approx(replayed, rel=1e-12)
+
+
+def test_op_sac_keeps_what_it_saves_not_table_2s_selective_bytes() -> None:
+    """torchtitan's op-level SAC keeps per layer and token the input, wq's, wv's, the SDPA's,
+    w1's and w2's outputs, 2 bytes each (Llama 3 8B: 2·(4096 + 4096 + 1024 + 4096 + 14336 +
+    4096) B); Megatron's selective recompute keeps Table 2's 34 sbh and the wider tensors."""
+    titan = _llama3_8b_fsdp8("torchtitan", Recompute.SELECTIVE).memory
+    megatron = _llama3_8b_fsdp8("fsdp", Recompute.SELECTIVE).memory
+    tokens = 2 * 8192.0
+    kept = 32 * tokens * 2.0 * (4096 + 4096 + 1024 + 4096 + 14336 + 4096)
+    logits = LOGITS_PEAK_BYTES * tokens * 128256
+    assert titan.activations_bytes == pytest.approx(kept + logits, rel=1e-12)
+    assert megatron.activations_bytes > 2 * kept + logits
+    assert titan.weights_bytes == megatron.weights_bytes
 
 
 def test_early_stopping_replay_leaves_out_the_last_gemm() -> None:

@@ -49,6 +49,7 @@ FLOAT_COLUMNS = (
     "measured_iteration_time_s",
     "measured_tflops_per_gpu",
     "measured_tokens_per_s_per_gpu",
+    "measured_memory_gib",
 )
 MOE_COLUMNS = ("moe_num_experts", "moe_top_k")
 # Trainers whose data parallelism shards parameters (FSDP / ZeRO-3 style) vs Megatron-style.
