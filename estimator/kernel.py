@@ -1487,9 +1487,14 @@ def _memory(
     moe_frac = float(model.num_moe_layers) / float(model.num_layers)
     ffn = _avg(ffn_width_sbh(model, False), ffn_width_sbh(model, True), moe_frac)
     wide = (float(model.attention_width) / h - 1.0) * ATTENTION_WIDTH_SBH + ffn - FFN_WIDTH_SBH
-    no_sp = sbh * (10.0 + (24.0 + wide) / t + (1.0 - selective) * attn / t)
-    with_sp = sbh / t * (34.0 + wide + (1.0 - selective) * attn)
-    per_layer = _where(sp, with_sp, no_sp)
+
+    def table2(stored_attn: Num) -> Num:
+        """A layer's activations per Table 2, with the s² term it stores."""
+        no_sp = sbh * (10.0 + (24.0 + wide) / t + stored_attn / t)
+        with_sp = sbh / t * (34.0 + wide + stored_attn)
+        return _where(sp, with_sp, no_sp)
+
+    per_layer = table2((1.0 - selective) * attn)
     if training.software.selective_recompute == "op-sac":
         dense_wide, dense_sharded = op_sac_sbh(model, False)
         moe_wide, moe_sharded = op_sac_sbh(model, True)
@@ -1500,9 +1505,7 @@ def _memory(
         per_layer = _where(selective, kept, per_layer)
     # Full recompute keeps each layer's input; the layer being replayed, one at a time, holds
     # all of its activations (Table 2 without recompute) until its backward pass is done.
-    replaying = full * _where(
-        sp, sbh / t * (34.0 + wide + attn), sbh * (10.0 + (24.0 + wide + attn) / t)
-    )
+    replaying = full * table2(attn)
     per_layer = _where(full, 2.0 * sbh / _where(sp, t, 1.0), per_layer)
     in_flight = _min(p, m) * (1.0 + (p - 1.0) / (p * v) * _gt(v, 1.0))
     logits = LOGITS_PEAK_BYTES * s * b * float(model.vocab_size) / t
