@@ -21,6 +21,7 @@ from estimator.calibrated import (
     runs_fitted_compute,
 )
 from estimator.compute import (
+    LOGITS_PEAK_BYTES,
     TRITON_FLASH_BACKWARD_SLOWDOWN,
     TRITON_FLASH_FORWARD_SLOWDOWN,
     flash_head_dim,
@@ -415,6 +416,16 @@ _FINE_GRAINED_MOE_WARNING = (
 )
 
 
+_MEMORY_ASSUMPTION = (
+    "memory: mixed-precision Adam (2+4+12 bytes/parameter), activations per "
+    "Korthikanti et al. 2022 Table 2 on the first stage with min(p, m) micro-batches "
+    f"in flight, or on the last with one and the loss's logits ({LOGITS_PEAK_BYTES:g} B per "
+    "logit: the 16-bit logits, their fp32 log-softmax and its gradient), whichever holds "
+    "more; full recompute adds the layer being replayed; allocator reserve, communication "
+    "buffers and FSDP's gathered layers not counted"
+)
+
+
 @functools.lru_cache(maxsize=8)
 def _accuracy_line(acc: ValidatedAccuracy | None) -> str:
     """The ``assumptions`` line: the accuracy the estimate can claim, or why it claims none."""
@@ -585,12 +596,7 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
         "TP per layer: 2 all-reduces forward, 2 backward (input gradients of QKV and FC1); "
         "the output layer adds its input-gradient all-reduce on the last stage and the "
         "embedding its output all-reduce on the first",
-        "memory: mixed-precision Adam (2+4+12 bytes/parameter), activations per "
-        "Korthikanti et al. 2022 Table 2 on the first stage with min(p, m) micro-batches "
-        "in flight, or on the last with one and the loss's logits (10 B per logit: the "
-        "16-bit logits, their fp32 log-softmax and its gradient), whichever holds more; full "
-        "recompute adds the layer being replayed; allocator reserve, communication buffers "
-        "and FSDP's gathered layers not counted",
+        _MEMORY_ASSUMPTION,
     ]
     if tr.recompute is Recompute.SELECTIVE and tr.software.selective_recompute == "op-sac":
         out.append(

@@ -576,9 +576,9 @@ def scenario_for(
     return Scenario(model, training, layout, cluster)
 
 
-def predict(run: PublishedRun, constants: dict[str, float]) -> float:
-    """The engine's iteration time for a row with the given compute constants."""
-    sc = scenario_for(
+def fitted_scenario(run: PublishedRun, constants: dict[str, float]) -> Scenario:
+    """The row as an engine scenario with the given compute constants (``scenario_for``)."""
+    return scenario_for(
         run,
         utilization=constants[f"utilization_{run.family}"],
         memory_traffic_factor=constants["memory_traffic_factor"],
@@ -588,7 +588,11 @@ def predict(run: PublishedRun, constants: dict[str, float]) -> float:
         peak_scale=peak_scale_of(run, constants),
         deepspeed_compute_efficiency=constants["deepspeed_compute_efficiency"],
     )
-    return estimate(sc).iteration_time_s
+
+
+def predict(run: PublishedRun, constants: dict[str, float]) -> float:
+    """The engine's iteration time for a row with the given compute constants."""
+    return estimate(fitted_scenario(run, constants)).iteration_time_s
 
 
 def is_deepspeed(run: PublishedRun) -> bool:
@@ -825,14 +829,7 @@ def memory_rows(runs: Sequence[PublishedRun], constants: dict[str, float]) -> li
         if not published:
             continue
         measured = float(published)
-        sc = scenario_for(
-            run,
-            utilization=constants[f"utilization_{run.family}"],
-            memory_traffic_factor=constants["memory_traffic_factor"],
-            fp8_utilization=constants["fp8_utilization"],
-            peak_scale=peak_scale_of(run, constants),
-        )
-        predicted = estimate(sc).memory.total_bytes / 2.0**30
+        predicted = estimate(fitted_scenario(run, constants)).memory.total_bytes / 2.0**30
         out.append(
             MemoryRow(
                 run.id,
