@@ -248,6 +248,15 @@ class Summary:
     mean_error_pct: float  # signed: below 0, the rows are predicted too fast on average
 
 
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The rows a reader asked for (``ValidationReport.select``) and their accuracy."""
+
+    sources: tuple[str, ...]  # rows of any of these sources (all sources when empty)
+    kinds: tuple[str, ...]  # rows of every one of these kinds (all kinds when empty)
+    summary: Summary
+
+
 @dataclass(slots=True)
 class ValidationReport:
     rows: list[RowResult]
@@ -261,22 +270,56 @@ class ValidationReport:
     # memory and no target is set: the published figure is the allocator's peak reservation).
     memory: list[MemoryRow] = field(default_factory=list)
     protocol: str = __doc__.split("\n\n")[1].replace("\n", " ") if __doc__ else ""
+    # Set by ``select``: the rows listed are these, and this is their accuracy; the summaries
+    # above stay the whole report's.
+    selection: Selection | None = None
+
+    def select(self, *, sources: Sequence[str] = (), kinds: Sequence[str] = ()) -> ValidationReport:
+        """The report listing only the rows of any of ``sources`` that have every one of
+        ``kinds`` (their memory rows and, by source, the excluded runs alike), with the
+        selection's own accuracy in ``selection``. Unknown names raise ValidationError."""
+        known_sources = sorted({r.source for r in self.rows} | {e.source for e in self.excluded})
+        known_kinds = sorted(self.by_kind)
+        for field_name, asked, known in (
+            ("source", sources, known_sources),
+            ("kind", kinds, known_kinds),
+        ):
+            unknown = [name for name in asked if name not in known]
+            if unknown:
+                raise ValidationError(field_name, unknown[0], f"must be one of: {', '.join(known)}")
+        rows = [
+            r
+            for r in self.rows
+            if (not sources or r.source in sources) and all(k in r.kinds for k in kinds)
+        ]
+        ids = {r.id for r in rows}
+        return dataclasses.replace(
+            self,
+            rows=rows,
+            memory=[m for m in self.memory if m.id in ids],
+            excluded=[e for e in self.excluded if not sources or e.source in sources],
+            selection=Selection(tuple(sources), tuple(kinds), _summary(rows)),
+        )
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
-    def to_table(self) -> str:
-        lines = [
-            f"{'run':<44} {'source':<26} {'framework':<17} {'pred s':>9} {'meas s':>9} {'err %':>7}"
-        ]
-        for r in self.rows:
-            mark = " *" if r.fit_rows and "leave" in r.fitted_on else ""
+    def to_table(self, *, summary_only: bool = False) -> str:
+        """The report for people; ``summary_only`` leaves out the per-row and excluded lists."""
+        lines: list[str] = []
+        if not summary_only:
             lines.append(
-                f"{r.id[:44]:<44} {r.source[:26]:<26} {r.framework[:17]:<17} "
-                f"{r.predicted_s:9.3f} {r.measured_s:9.3f} {r.error_pct:+7.2f}{mark}"
+                f"{'run':<44} {'source':<26} {'framework':<17} "
+                f"{'pred s':>9} {'meas s':>9} {'err %':>7}"
             )
-        lines.append("(* training row, scored by a fit that left its group out)")
-        lines.append("")
+            for r in self.rows:
+                mark = " *" if r.fit_rows and "leave" in r.fitted_on else ""
+                lines.append(
+                    f"{r.id[:44]:<44} {r.source[:26]:<26} {r.framework[:17]:<17} "
+                    f"{r.predicted_s:9.3f} {r.measured_s:9.3f} {r.error_pct:+7.2f}{mark}"
+                )
+            lines.append("(* training row, scored by a fit that left its group out)")
+            lines.append("")
 
         def block(title: str, items: Iterable[tuple[str, Summary]]) -> None:
             lines.append(title)
@@ -287,6 +330,10 @@ class ValidationReport:
                 )
 
         block("overall (out of sample)", [("all", self.summary)])
+        if self.selection is not None:
+            picked = [f"source {s}" for s in self.selection.sources]
+            picked += [f"kind {k}" for k in self.selection.kinds]
+            block("selected rows (out of sample)", [("; ".join(picked), self.selection.summary)])
         block("by source", self.by_source.items())
         block("by kind", self.by_kind.items())
         if self.memory:
@@ -303,8 +350,9 @@ class ValidationReport:
         lines.append(f"fit on the training subset: {fit}")
         for name, reason in self.training.items():
             lines.append(f"training family {name}: {reason}")
-        for e in self.excluded:
-            lines.append(f"excluded {e.id}: {e.reason}")
+        if not summary_only:
+            for e in self.excluded:
+                lines.append(f"excluded {e.id}: {e.reason}")
         return "\n".join(lines)
 
 

@@ -690,6 +690,26 @@ def test_validate_prints_json(env: Path) -> None:
     assert isinstance(json.loads(result.stdout), dict | list)
 
 
+def test_validate_lists_the_rows_asked_for_worst_first(env: Path) -> None:
+    result = run("validate", "--source", "megatron_bridge_perf", "--kind", "fp8", "--sort", "error")
+    assert result.exit_code == 0, result.stderr
+    listed = [line.split() for line in result.stdout.splitlines() if line.startswith("mbridge")]
+    assert len(listed) == 20 and {row[1] for row in listed} == {"megatron_bridge_perf"}
+    errors = [abs(float(row[-1])) for row in listed]
+    assert errors == sorted(errors, reverse=True)
+    assert "source megatron_bridge_perf; kind fp8" in result.stdout
+    assert "excluded mbridge2509_llama3_8b_h100" in result.stdout  # its source's exclusions
+    assert "excluded sc21" not in result.stdout
+
+
+def test_validate_refuses_an_unknown_source_naming_the_known_ones(env: Path) -> None:
+    result = run("validate", "--source", "megatron")
+    assert result.exit_code == 2 and not result.stdout
+    assert "'megatron'" in result.stderr and "megatron_bridge_perf" in result.stderr
+    result = run("validate", "--summary", "--format", "json")
+    assert result.exit_code == 2 and "--summary" in result.stderr
+
+
 # --------------------------------------------------------------------------- units
 
 

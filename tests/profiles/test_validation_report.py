@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from estimator.calibrated import FINE_GRAINED_MOE_ACCURACY, FITTED_COMPUTE, VALIDATED_ACCURACY
+from estimator.errors import ValidationError
 from estimator.frameworks import DEEPSPEED_COMPUTE_EFFICIENCY, TRAINER_KINDS, framework_preset
 from profiles.validation.report import (
     GRAND_TETON_GPU,
@@ -535,3 +536,48 @@ def test_misaligned_heads_explain_bigscience_head_count_pairs(report: Validation
         predicted = predict(misaligned, report.fit) / predict(aligned, report.fit)
         assert measured > 1.25
         assert predicted == pytest.approx(measured, rel=HEAD_PAIR_RATIO_TOLERANCE), aligned_id
+
+
+# --------------------------------------------------------------------------- selecting rows
+
+
+def test_select_lists_a_sources_rows_with_their_own_accuracy(report: ValidationReport) -> None:
+    picked = report.select(sources=["megatron_bridge_perf"])
+    assert picked.rows and {r.source for r in picked.rows} == {"megatron_bridge_perf"}
+    assert len(picked.rows) == report.by_source["megatron_bridge_perf"].rows
+    assert picked.selection is not None
+    assert picked.selection.summary == report.by_source["megatron_bridge_perf"]
+    # the whole report's figures stay as they are; only the lists narrow
+    assert picked.summary == report.summary and picked.by_kind == report.by_kind
+    assert {e.source for e in picked.excluded} == {"megatron_bridge_perf"}
+    assert len(report.rows) > len(picked.rows)  # the report it came from is untouched
+
+
+def test_select_by_kinds_keeps_rows_of_every_kind_given(report: ValidationReport) -> None:
+    moe = report.select(kinds=["moe"])
+    assert moe.selection is not None and moe.selection.summary == report.by_kind["moe"]
+    both = report.select(kinds=["moe", "fp8"])
+    assert both.rows and all({"moe", "fp8"} <= set(r.kinds) for r in both.rows)
+    assert len(both.rows) < min(report.by_kind["moe"].rows, report.by_kind["fp8"].rows)
+    ids = {r.id for r in both.rows}
+    assert all(m.id in ids for m in both.memory)
+
+
+def test_select_names_the_known_values_for_an_unknown_one(report: ValidationReport) -> None:
+    with pytest.raises(ValidationError) as caught:
+        report.select(sources=["megatron_bridge"])
+    assert caught.value.field == "source" and "megatron_bridge_perf" in caught.value.rule
+    with pytest.raises(ValidationError) as caught:
+        report.select(kinds=["MoE"])
+    assert caught.value.field == "kind" and "fine-grained moe" in caught.value.rule
+
+
+def test_summary_table_leaves_out_the_row_lists(report: ValidationReport) -> None:
+    full, short = report.to_table(), report.to_table(summary_only=True)
+    first = report.rows[0].id
+    assert first in full and first not in short
+    assert "excluded " in full and "excluded " not in short
+    assert "overall (out of sample)" in short and "by kind" in short
+    assert "selected rows" not in short  # nothing was selected
+    picked = report.select(kinds=["fine-grained moe"]).to_table(summary_only=True)
+    assert "selected rows (out of sample)" in picked and "kind fine-grained moe" in picked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -9,8 +10,16 @@ import typer
 from api.cli.commands import verb_app
 from api.cli.exits import EXIT_UNAVAILABLE, die
 from api.cli.options import OutputFormat
+from estimator.errors import ValidationError
 
 app = verb_app()
+
+
+class RowOrder(StrEnum):
+    """How the table lists the rows: as the published-runs file holds them, or worst first."""
+
+    FILE = "file"
+    ERROR = "error"
 
 
 @app.command()
@@ -18,12 +27,50 @@ def validate(
     output_format: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="table or json.")
     ] = OutputFormat.TABLE,
+    sources: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--source",
+            help="List only this source's rows (repeat for several), e.g. megatron_bridge_perf.",
+            show_default=False,
+        ),
+    ] = None,
+    kinds: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            help="List only rows of this kind (repeat: rows of every kind given), e.g. moe, fp8.",
+            show_default=False,
+        ),
+    ] = None,
+    summary: Annotated[
+        bool, typer.Option("--summary", help="Table only: the summaries, not the row lists.")
+    ] = False,
+    order: Annotated[
+        RowOrder, typer.Option("--sort", help="file order, or error: the largest |error| first.")
+    ] = RowOrder.FILE,
 ) -> None:
     """Compare the estimator against the published runs (the validation report)."""
+    if summary and output_format is OutputFormat.JSON:
+        raise typer.BadParameter(
+            "it shapes the table; the JSON always carries every section", param_hint="--summary"
+        )
     try:
         from profiles.validation.report import run_validation
     except ImportError as exc:
         die(f"the validation report is not available in this install: {exc}", EXIT_UNAVAILABLE)
     report = run_validation()
-    rendered = report.to_json() if output_format is OutputFormat.JSON else report.to_table()
+    if sources or kinds:
+        try:
+            report = report.select(sources=sources or (), kinds=kinds or ())
+        except ValidationError as exc:
+            raise typer.BadParameter(
+                f"{exc.value!r}: {exc.rule}", param_hint=f"--{exc.field}"
+            ) from exc
+    if order is RowOrder.ERROR:
+        report.rows.sort(key=lambda row: -abs(row.error_pct))
+    if output_format is OutputFormat.JSON:
+        rendered = report.to_json()
+    else:
+        rendered = report.to_table(summary_only=summary)
     typer.echo(rendered.rstrip("\n"))
