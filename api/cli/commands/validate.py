@@ -10,7 +10,6 @@ import typer
 from api.cli.commands import verb_app
 from api.cli.exits import EXIT_UNAVAILABLE, die
 from api.cli.options import OutputFormat
-from estimator.errors import ValidationError
 
 app = verb_app()
 
@@ -55,6 +54,8 @@ def validate(
         raise typer.BadParameter(
             "it shapes the table; the JSON always carries every section", param_hint="--summary"
         )
+    from estimator.errors import ValidationError
+
     try:
         from profiles.validation.report import run_validation
     except ImportError as exc:
