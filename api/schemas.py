@@ -1089,11 +1089,11 @@ class FrameworkOut(_Out):
         return data
 
 
-class FineGrainedMoeValidatedOut(_Out):
-    """How the detailed model did on the published MoE runs whose experts are narrower than the
-    model, predicted out of sample by ``commest validate`` (kind "fine-grained moe")."""
+class RunsValidatedOut(_Out):
+    """How the detailed model did on a handful of published runs, predicted out of sample by
+    ``commest validate`` (too few for percentiles: their least and greatest error)."""
 
-    runs: int = Field(description="published runs of such models, scored out of sample")
+    runs: int = Field(description="published runs, scored out of sample")
     mean_abs_error_pct: float = Field(description="mean |predicted - measured| / measured, %")
     mean_error_pct: float = Field(
         description="mean signed error, %: below 0, those runs took longer than predicted"
@@ -1101,6 +1101,18 @@ class FineGrainedMoeValidatedOut(_Out):
     min_error_pct: float = Field(description="the least signed error of those runs, %")
     max_error_pct: float = Field(description="the greatest signed error of those runs, %")
     misses_target: bool = Field(description="mean |error| above the validation's 8 % target")
+
+
+class FineGrainedMoeValidatedOut(RunsValidatedOut):
+    """The published MoE runs whose experts are narrower than the model (``commest validate``,
+    kind "fine-grained moe")."""
+
+
+class SameModelValidatedOut(RunsValidatedOut):
+    """The published runs of this estimate's own model (the same layers, width, heads, experts
+    and MLP width) under its kind of trainer (``commest validate --model``)."""
+
+    model: str = Field(description="the name(s) the published runs give the model")
 
 
 class ValidatedOut(_Out):
@@ -1125,6 +1137,12 @@ class ValidatedOut(_Out):
         "hidden_size): how the published runs of such models were off, the figures that apply "
         "to this estimate more than its kind's (iteration_time_range_s spans them); null for "
         "other models",
+    )
+    same_model: SameModelValidatedOut | None = Field(
+        default=None,
+        description="commest was validated on published runs of this very model (the same "
+        "layers, width, heads, experts and MLP width) under this kind of trainer: how far those "
+        "were off; null when there are none",
     )
 
 

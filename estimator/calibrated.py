@@ -11,7 +11,8 @@ checks that they equal what the report fits today.
 The same report scores every published run out of sample; ``VALIDATED_ACCURACY`` keeps its
 figures per kind of trainer, so an estimate can say how far runs of its kind were off (a test
 checks them against the report too); ``FINE_GRAINED_MOE_ACCURACY`` the same for MoE models whose
-experts are narrower than the model, the kind of run it predicts worst.
+experts are narrower than the model, the kind of run it predicts worst; ``VALIDATED_BY_MODEL``
+the same per kind of trainer and model, for an estimate of a model commest was validated on.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ __all__ = [
     "FITTED_COMPUTE",
     "VALIDATED_ACCURACY",
     "VALIDATED_ACCURACY_FINE_GRAINED_MOE",
+    "VALIDATED_BY_MODEL",
     "FineGrainedMoeAccuracy",
     "FittedCompute",
+    "ModelAccuracy",
+    "RunsAccuracy",
     "ValidatedAccuracy",
     "fitted_for_gpu",
     "runs_fitted_compute",
@@ -113,10 +117,14 @@ def _measured_range_s(predicted_s: float, low_pct: float, high_pct: float) -> tu
     return predicted_s / (1.0 + high_pct / 100.0), predicted_s / (1.0 + low_pct / 100.0)
 
 
+# ``ModelSpec.architecture``: layers, width, heads, experts (0: dense), the MLP's width.
+Architecture = tuple[int, int, int, int, int]
+
+
 @dataclass(frozen=True, slots=True)
-class FineGrainedMoeAccuracy:
-    """How the detailed model did on the published MoE runs whose experts are narrower than the
-    model (``ModelSpec.fine_grained_moe``; ``commest validate``, kind "fine-grained moe")."""
+class RunsAccuracy:
+    """How the detailed model did on a handful of published runs, out of sample (``commest
+    validate``): too few of them for percentiles, so their least and greatest error."""
 
     runs: int
     mean_abs_error_pct: float
@@ -131,8 +139,24 @@ class FineGrainedMoeAccuracy:
 
     def measured_range_s(self, predicted_s: float) -> tuple[float, float]:
         """The iteration times that put this prediction's error between the least and the
-        greatest of these runs' (there are too few of them for percentiles)."""
+        greatest of these runs'."""
         return _measured_range_s(predicted_s, self.min_error_pct, self.max_error_pct)
+
+
+@dataclass(frozen=True, slots=True)
+class FineGrainedMoeAccuracy(RunsAccuracy):
+    """The published MoE runs whose experts are narrower than the model
+    (``ModelSpec.fine_grained_moe``; ``commest validate``, kind "fine-grained moe")."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAccuracy(RunsAccuracy):
+    """The published runs of one model (``ModelSpec.architecture``: the same layers, width,
+    heads, experts and MLP width) under one kind of trainer."""
+
+    model: str  # the name(s) the published runs give it
+    trainer_kind: TrainerKind
+    architecture: Architecture
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +175,9 @@ class ValidatedAccuracy:
     # Where the estimate's model has experts narrower than itself (ModelSpec.fine_grained_moe):
     # how the published runs of such models were off (else None).
     fine_grained_moe: FineGrainedMoeAccuracy | None = None
+    # Where commest was validated on published runs of the estimate's own model under this kind
+    # of trainer: how far those were off (else None).
+    same_model: ModelAccuracy | None = None
 
     @property
     def misses_target(self) -> bool:
@@ -188,4 +215,82 @@ FINE_GRAINED_MOE_ACCURACY = FineGrainedMoeAccuracy(
 VALIDATED_ACCURACY_FINE_GRAINED_MOE: dict[str, ValidatedAccuracy] = {
     kind: replace(acc, fine_grained_moe=FINE_GRAINED_MOE_ACCURACY)
     for kind, acc in VALIDATED_ACCURACY.items()
+}
+
+
+# ``commest validate`` today, by kind of trainer and model (``ModelSpec.architecture``; the
+# names are the published runs' own): runs, mean |error|, mean signed error, least and greatest
+# error (%, out of sample). Pinned by a test against the report.
+_ModelRow = tuple[Architecture, int, float, float, float, float, str]
+_BY_MODEL: dict[TrainerKind, tuple[_ModelRow, ...]] = {
+    "deepspeed": (
+        ((70, 14336, 64, 0, 57344), 3, 7.5, 1.4, -9.1, 9.0, "bigscience-prequel-70x14336"),
+        (
+            (70, 14336, 112, 0, 57344),
+            3,
+            10.2,
+            -5.9,
+            -24.1,
+            3.5,
+            "bigscience-prequel-70x14336 / bloom-176b",
+        ),
+        ((70, 14336, 128, 0, 57344), 1, 2.6, 2.6, 2.6, 2.6, "bigscience-prequel-70x14336"),
+        ((80, 14400, 96, 0, 57600), 4, 7.9, -7.9, -9.9, -6.0, "bigscience-prequel-80x14400"),
+        ((82, 13312, 64, 0, 53248), 3, 5.4, 5.4, 3.0, 8.8, "bigscience-prequel-82x13312"),
+        ((82, 13312, 104, 0, 53248), 1, 11.3, -11.3, -11.3, -11.3, "bigscience-prequel-82x13312"),
+        ((82, 13312, 128, 0, 53248), 1, 2.3, 2.3, 2.3, 2.3, "bigscience-prequel-82x13312"),
+        ((94, 13312, 128, 0, 53248), 1, 2.1, 2.1, 2.1, 2.1, "bigscience-prequel-94x13312"),
+        ((96, 12288, 96, 0, 49152), 3, 11.1, -11.1, -15.9, -3.7, "gpt3-175b"),
+        ((100, 12288, 64, 0, 49152), 2, 7.3, -7.1, -14.4, 0.2, "bigscience-prequel-100x12288"),
+        ((105, 20480, 128, 0, 81920), 6, 16.2, -16.2, -38.0, -4.6, "megatron-529.6b"),
+        ((106, 12288, 64, 0, 49152), 1, 4.2, 4.2, 4.2, 4.2, "bigscience-prequel-106x12288"),
+        ((106, 12288, 96, 0, 49152), 2, 5.2, 5.2, 3.5, 6.9, "bigscience-prequel-106x12288"),
+        ((106, 12288, 128, 0, 49152), 1, 2.5, 2.5, 2.5, 2.5, "bigscience-prequel-106x12288"),
+    ),
+    "fsdp-style": (
+        ((12, 768, 12, 0, 3072), 2, 2.5, 1.6, -0.9, 4.1, "mpt-125m"),
+        ((24, 1024, 16, 0, 4096), 2, 6.1, 6.1, 3.5, 8.7, "mpt-350m"),
+        ((24, 1536, 12, 0, 6144), 3, 3.6, 3.6, 1.7, 7.1, "mpt-760m"),
+        ((24, 2048, 16, 0, 8192), 6, 3.3, 0.1, -9.8, 5.6, "mpt-1b"),
+        ((32, 2560, 20, 0, 10240), 7, 5.2, -2.9, -17.3, 5.2, "mpt-3b"),
+        ((32, 4096, 32, 0, 14336), 16, 7.0, -4.5, -25.3, 6.3, "llama3-8b / llama3.1-8b"),
+        ((32, 4096, 32, 0, 16384), 7, 6.7, -3.2, -19.4, 4.5, "mpt-7b"),
+        ((40, 5120, 40, 0, 20480), 6, 5.0, -1.8, -12.7, 5.2, "mpt-13b"),
+        ((48, 7168, 56, 0, 28672), 3, 2.1, 1.3, -1.1, 3.6, "mpt-30b"),
+        ((80, 8192, 64, 0, 28672), 6, 3.8, -3.7, -7.8, 0.3, "llama3-70b / llama3.1-70b"),
+        ((80, 8192, 64, 0, 32768), 5, 6.9, -6.9, -13.1, -3.0, "mpt-70b"),
+    ),
+    "megatron-style": (
+        ((2, 6144, 48, 8, 32768), 2, 6.4, -6.4, -9.8, -2.9, "grok1-314b-proxy-2l"),
+        ((4, 6144, 48, 8, 32768), 4, 7.2, -7.2, -13.8, -1.1, "grok1-314b-proxy-4l"),
+        ((7, 16384, 128, 0, 53248), 2, 2.4, -0.3, -2.7, 2.1, "llama3.1-405b-proxy-7l"),
+        ((8, 6144, 48, 8, 32768), 2, 9.4, -9.4, -14.5, -4.3, "grok1-314b-proxy-8l"),
+        ((16, 6144, 48, 8, 32768), 2, 6.1, -6.1, -10.7, -1.4, "grok1-314b-proxy-16l"),
+        ((21, 16384, 128, 0, 53248), 2, 2.6, 1.1, -1.5, 3.7, "llama3.1-405b-proxy-21l"),
+        ((24, 2304, 24, 0, 9216), 1, 5.0, -5.0, -5.0, -5.0, "megatron-1.7b"),
+        ((30, 3072, 32, 0, 12288), 1, 2.1, -2.1, -2.1, -2.1, "megatron-3.6b"),
+        ((32, 4096, 32, 0, 14336), 4, 5.4, 5.4, 3.1, 7.6, "llama3.1-8b"),
+        ((32, 6144, 48, 0, 24576), 5, 2.6, -2.6, -3.9, -0.8, "nemotron4-15b"),
+        ((36, 4096, 32, 0, 16384), 1, 4.6, 4.6, 4.6, 4.6, "megatron-7.5b"),
+        ((40, 6144, 48, 0, 24576), 1, 4.0, 4.0, 4.0, 4.0, "megatron-18.4b"),
+        ((48, 2048, 32, 128, 768), 10, 31.1, -28.8, -63.8, 8.1, "qwen3-30b-a3b"),
+        ((48, 6144, 64, 0, 24576), 2, 1.3, -1.2, -2.5, 0.1, "korthikanti-22b"),
+        ((48, 8192, 64, 0, 32768), 1, 3.1, 3.1, 3.1, 3.1, "megatron-39.1b"),
+        ((60, 10240, 80, 0, 40960), 1, 5.3, -5.3, -5.3, -5.3, "megatron-76.1b"),
+        ((64, 6144, 48, 8, 32768), 4, 7.6, -7.6, -13.2, -2.2, "grok1-314b"),
+        ((80, 8192, 64, 0, 28672), 9, 4.1, 0.1, -9.9, 5.6, "llama3-70b / llama3.1-70b"),
+        ((80, 12288, 96, 0, 49152), 1, 1.9, -1.9, -1.9, -1.9, "megatron-145.6b"),
+        ((94, 4096, 64, 128, 1536), 5, 13.3, 13.3, 9.5, 17.8, "qwen3-235b-a22b"),
+        ((96, 12288, 96, 0, 49152), 12, 1.7, 0.5, -4.9, 3.5, "gpt3-175b"),
+        ((96, 16384, 128, 0, 65536), 1, 2.5, -2.5, -2.5, -2.5, "megatron-310.1b"),
+        ((96, 18432, 96, 0, 73728), 4, 1.7, -1.7, -2.8, -0.4, "nemotron4-340b"),
+        ((105, 20480, 128, 0, 81920), 7, 1.9, 1.7, -0.4, 4.0, "megatron-529.6b"),
+        ((126, 16384, 128, 0, 53248), 8, 3.8, -1.1, -9.2, 6.1, "llama3.1-405b"),
+        ((128, 25600, 160, 0, 102400), 3, 5.8, 5.8, 4.2, 7.1, "megatron-1t"),
+    ),
+}
+VALIDATED_BY_MODEL: dict[tuple[str, Architecture], ModelAccuracy] = {
+    (kind, arch): ModelAccuracy(runs, mean_abs, mean, low, high, model, kind, arch)
+    for kind, rows in _BY_MODEL.items()
+    for arch, runs, mean_abs, mean, low, high, model in rows
 }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from estimator.bandwidth import (
@@ -17,6 +17,8 @@ from estimator.calibrated import (
     FINE_GRAINED_MOE_ACCURACY,
     VALIDATED_ACCURACY,
     VALIDATED_ACCURACY_FINE_GRAINED_MOE,
+    VALIDATED_BY_MODEL,
+    ModelAccuracy,
     ValidatedAccuracy,
     runs_fitted_compute,
 )
@@ -371,7 +373,8 @@ def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
     scenario runs the model `commest validate` scores: detailed fidelity, a framework preset at
     its own compute speed (``compute_efficiency``: the DeepSpeed presets' is fitted too) and a
     GPU family's fitted compute constants (estimator.calibrated); else None. A model whose
-    experts are narrower than itself carries those runs' figures too (``fine_grained_moe``)."""
+    experts are narrower than itself carries those runs' figures too (``fine_grained_moe``), and
+    a model commest was validated on under this kind of trainer its own runs' (``same_model``)."""
     if scenario.fidelity is not Fidelity.DETAILED:
         return None
     fw = scenario.training.software
@@ -388,9 +391,18 @@ def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
         fp8=scenario.training.precision is Precision.FP8,
     ):
         return None
-    if scenario.model.fine_grained_moe:
-        return VALIDATED_ACCURACY_FINE_GRAINED_MOE[kind]
-    return VALIDATED_ACCURACY[kind]
+    model = scenario.model
+    acc = (VALIDATED_ACCURACY_FINE_GRAINED_MOE if model.fine_grained_moe else VALIDATED_ACCURACY)[
+        kind
+    ]
+    same = VALIDATED_BY_MODEL.get((kind, model.architecture))
+    return acc if same is None else _with_same_model(acc, same)
+
+
+@functools.cache
+def _with_same_model(acc: ValidatedAccuracy, same: ModelAccuracy) -> ValidatedAccuracy:
+    """A kind's accuracy with its runs of one model beside it (one object per pair)."""
+    return replace(acc, same_model=same)
 
 
 def _warnings(scenario: Scenario, acc: ValidatedAccuracy | None) -> list[str]:
@@ -401,7 +413,21 @@ def _warnings(scenario: Scenario, acc: ValidatedAccuracy | None) -> list[str]:
         out.append(_accuracy_warning(scenario.training.software.name, acc))
     if scenario.model.fine_grained_moe:
         out.append(_FINE_GRAINED_MOE_WARNING)
+    elif acc is not None and acc.same_model is not None and acc.same_model.misses_target:
+        out.append(_same_model_warning(acc.same_model))
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _same_model_warning(same: ModelAccuracy) -> str:
+    """The warning of a model whose own published runs missed the target."""
+    return (
+        f"this model ({same.model}): its {same.runs} published {same.trainer_kind} run(s) were "
+        f"predicted {same.min_error_pct:+.1f} % to {same.max_error_pct:+.1f} % off (mean |error| "
+        f"{same.mean_abs_error_pct:.1f} %, out of sample; commest validate --model "
+        f"{same.model.split(' / ')[0]} --kind {same.trainer_kind}): read this estimate with that "
+        "margin"
+    )
 
 
 _FINE_GRAINED_MOE_WARNING = (
@@ -426,7 +452,7 @@ _MEMORY_ASSUMPTION = (
 )
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=128)
 def _accuracy_line(acc: ValidatedAccuracy | None) -> str:
     """The ``assumptions`` line: the accuracy the estimate can claim, or why it claims none."""
     if acc is None:
@@ -441,13 +467,20 @@ def _accuracy_line(acc: ValidatedAccuracy | None) -> str:
         f"{acc.mean_error_pct:+.1f} %), out of sample (commest validate)"
     )
     fine = acc.fine_grained_moe
-    if fine is None:
-        return line
-    return (
-        f"{line}; the {fine.runs} published runs whose experts are narrower than the model, "
-        f"as here, {fine.mean_abs_error_pct:.1f} % off on average ({fine.min_error_pct:+.1f} % "
-        f"to {fine.max_error_pct:+.1f} %)"
-    )
+    if fine is not None:
+        line = (
+            f"{line}; the {fine.runs} published runs whose experts are narrower than the model, "
+            f"as here, {fine.mean_abs_error_pct:.1f} % off on average ({fine.min_error_pct:+.1f} "
+            f"% to {fine.max_error_pct:+.1f} %)"
+        )
+    same = acc.same_model
+    if same is not None:
+        line = (
+            f"{line}; the {same.runs} of this model ({same.model}) "
+            f"{same.mean_abs_error_pct:.1f} % off on average ({same.min_error_pct:+.1f} % to "
+            f"{same.max_error_pct:+.1f} %)"
+        )
+    return line
 
 
 @functools.lru_cache(maxsize=32)

@@ -201,6 +201,19 @@ class ModelSpec:
     def expert_ffn(self) -> int:
         return self.moe_ffn_hidden_size or self.ffn
 
+    @property
+    def architecture(self) -> tuple[int, int, int, int, int]:
+        """What tells one published model from another (``estimator.calibrated``): layers,
+        width, attention heads, experts (0: dense) and the MLP's width (an expert's in MoE)."""
+        moe = self.is_moe
+        return (
+            self.num_layers,
+            self.hidden_size,
+            self.num_attention_heads,
+            self.moe_num_experts if moe else 0,
+            self.expert_ffn if moe else self.ffn,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class TrainingSpec:

@@ -226,6 +226,7 @@ class RowResult:
     kinds: tuple[str, ...] = ()
     fit_rows: tuple[str, ...] = ()  # every row the fit that scored this row saw
     gemm_half_size_elements: float = 0.0
+    model: str = ""  # the name the published run gives its model (e.g. "qwen3-30b-a3b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +256,7 @@ class Selection:
     sources: tuple[str, ...]  # rows of any of these sources (all sources when empty)
     kinds: tuple[str, ...]  # rows of every one of these kinds (all kinds when empty)
     summary: Summary
+    models: tuple[str, ...] = ()  # rows of any of these models (all models when empty)
 
 
 @dataclass(slots=True)
@@ -274,15 +276,24 @@ class ValidationReport:
     # above stay the whole report's.
     selection: Selection | None = None
 
-    def select(self, *, sources: Sequence[str] = (), kinds: Sequence[str] = ()) -> ValidationReport:
-        """The report listing only the rows of any of ``sources`` that have every one of
-        ``kinds`` (their memory rows and, by source, the excluded runs alike), with the
-        selection's own accuracy in ``selection``. Unknown names raise ValidationError."""
+    def select(
+        self,
+        *,
+        sources: Sequence[str] = (),
+        kinds: Sequence[str] = (),
+        models: Sequence[str] = (),
+    ) -> ValidationReport:
+        """The report listing only the rows of any of ``sources`` and of any of ``models`` that
+        have every one of ``kinds`` (their memory rows and, by source, the excluded runs alike),
+        with the selection's own accuracy in ``selection``. Unknown names raise
+        ValidationError."""
         known_sources = sorted({r.source for r in self.rows} | {e.source for e in self.excluded})
         known_kinds = sorted(self.by_kind)
+        known_models = sorted({r.model for r in self.rows})
         for field_name, asked, known in (
             ("source", sources, known_sources),
             ("kind", kinds, known_kinds),
+            ("model", models, known_models),
         ):
             unknown = [name for name in asked if name not in known]
             if unknown:
@@ -290,7 +301,9 @@ class ValidationReport:
         rows = [
             r
             for r in self.rows
-            if (not sources or r.source in sources) and all(k in r.kinds for k in kinds)
+            if (not sources or r.source in sources)
+            and (not models or r.model in models)
+            and all(k in r.kinds for k in kinds)
         ]
         ids = {r.id for r in rows}
         return dataclasses.replace(
@@ -298,7 +311,7 @@ class ValidationReport:
             rows=rows,
             memory=[m for m in self.memory if m.id in ids],
             excluded=[e for e in self.excluded if not sources or e.source in sources],
-            selection=Selection(tuple(sources), tuple(kinds), _summary(rows)),
+            selection=Selection(tuple(sources), tuple(kinds), _summary(rows), tuple(models)),
         )
 
     def to_json(self) -> str:
@@ -332,6 +345,7 @@ class ValidationReport:
         block("overall (out of sample)", [("all", self.summary)])
         if self.selection is not None:
             picked = [f"source {s}" for s in self.selection.sources]
+            picked += [f"model {m}" for m in self.selection.models]
             picked += [f"kind {k}" for k in self.selection.kinds]
             block("selected rows (out of sample)", [("; ".join(picked), self.selection.summary)])
         block("by source", self.by_source.items())
@@ -846,6 +860,7 @@ def run_validation(text: str | None = None) -> ValidationReport:
                 framework=run.scenario_inputs[1].software.name,
                 kinds=kinds_of(run),
                 fit_rows=tuple(seen),
+                model=run.meta.get("model", ""),
             )
         )
     sources = sorted({r.source for r in results})

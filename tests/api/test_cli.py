@@ -25,6 +25,7 @@ from api.cli.inputs import parse_size
 from api.junit import CheckOutcome, junit_xml
 from api.serverlog import log_config
 from api.settings import get_settings
+from estimator.calibrated import VALIDATED_BY_MODEL
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ESTIMATE_EXAMPLE = EXAMPLES / "estimate-gpt3-175b.json"
@@ -700,6 +701,15 @@ def test_validate_lists_the_rows_asked_for_worst_first(env: Path) -> None:
     assert "source megatron_bridge_perf; kind fp8" in result.stdout
     assert "excluded mbridge2509_llama3_8b_h100" in result.stdout  # its source's exclusions
     assert "excluded sc21" not in result.stdout
+
+
+def test_validate_lists_one_models_rows_under_one_kind_of_trainer(env: Path) -> None:
+    # what an estimate of GPT-3 175B under DeepSpeed points to (validated.same_model)
+    result = run("validate", "--model", "gpt3-175b", "--kind", "deepspeed", "--summary")
+    assert result.exit_code == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if "model gpt3-175b" in line]
+    assert line.split()[:5] == ["model", "gpt3-175b;", "kind", "deepspeed", "rows"]
+    assert int(line.split()[5]) == VALIDATED_BY_MODEL[("deepspeed", (96, 12288, 96, 0, 49152))].runs
 
 
 def test_validate_refuses_an_unknown_source_naming_the_known_ones(env: Path) -> None:

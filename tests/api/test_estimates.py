@@ -14,7 +14,7 @@ from estimator import (
     estimate,
     megatron_parameters,
 )
-from estimator.calibrated import FINE_GRAINED_MOE_ACCURACY, FITTED_COMPUTE
+from estimator.calibrated import FINE_GRAINED_MOE_ACCURACY, FITTED_COMPUTE, VALIDATED_BY_MODEL
 from estimator.presets import model_preset
 from profiles.nominal import NOMINAL_SPECS, nominal_bandwidth
 from tests.api.conftest import AUTH, ESTIMATE, SCALAR_C, assert_problem, request
@@ -285,6 +285,29 @@ def test_fine_grained_moe_answers_carry_the_accuracy_of_such_runs(client: TestCl
     mixtral = client.post("/v1/estimates", json=coarse)
     assert mixtral.status_code == 200, mixtral.text
     assert mixtral.json()["validated"]["fine_grained_moe"] is None
+
+
+def test_answers_carry_the_accuracy_of_their_own_models_published_runs(
+    client: TestClient,
+) -> None:
+    """Qwen3-30B-A3B under a Megatron-style trainer: ``validated.same_model`` holds how far
+    commest was off on that model's published runs; a model it never saw run has none."""
+    qwen = {**_qwen3_30b(), "cluster": {"profile": "dgx-h100-nominal"}}
+    body = client.post("/v1/estimates", json=qwen).json()
+    same = VALIDATED_BY_MODEL[("megatron-style", (48, 2048, 32, 128, 768))]
+    assert body["validated"]["same_model"] == {
+        "runs": same.runs,
+        "mean_abs_error_pct": same.mean_abs_error_pct,
+        "mean_error_pct": same.mean_error_pct,
+        "min_error_pct": same.min_error_pct,
+        "max_error_pct": same.max_error_pct,
+        "misses_target": True,
+        "model": "qwen3-30b-a3b",
+    }
+    assert any("the 10 of this model (qwen3-30b-a3b)" in a for a in body["assumptions"])
+    unseen = {**qwen, "model": {"preset": "mixtral-8x7b"}}
+    answer = client.post("/v1/estimates", json=unseen).json()
+    assert answer["validated"] is not None and answer["validated"]["same_model"] is None
 
 
 def test_heads_wider_than_the_model_are_priced_and_named(client: TestClient) -> None:

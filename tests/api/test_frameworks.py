@@ -81,7 +81,18 @@ def test_a_deepspeed_answer_warns_how_far_such_runs_were_off(
         "error_p90_pct": acc.error_p90_pct,
         "misses_target": True,
         "fine_grained_moe": None,  # a dense model
+        # GPT-3 175B: SC21's ZeRO-3 runs of it are DeepSpeed runs commest was validated on
+        "same_model": {
+            "runs": 3,
+            "mean_abs_error_pct": 11.1,
+            "mean_error_pct": -11.1,
+            "min_error_pct": -15.9,
+            "max_error_pct": -3.7,
+            "misses_target": True,
+            "model": "gpt3-175b",
+        },
     }
+    assert any(w.startswith("this model (gpt3-175b)") for w in deepspeed["warnings"])
     low, high = deepspeed["iteration_time_range_s"]
     assert (low, high) == pytest.approx(acc.measured_range_s(deepspeed["iteration_time_s"]))
     megatron = client.post("/v1/estimates", json={**ESTIMATE, "cluster": fitted}).json()

@@ -11,9 +11,19 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from estimator.calibrated import FINE_GRAINED_MOE_ACCURACY, FITTED_COMPUTE, VALIDATED_ACCURACY
+from estimator.calibrated import (
+    FINE_GRAINED_MOE_ACCURACY,
+    FITTED_COMPUTE,
+    VALIDATED_ACCURACY,
+    VALIDATED_BY_MODEL,
+)
 from estimator.errors import ValidationError
-from estimator.frameworks import DEEPSPEED_COMPUTE_EFFICIENCY, TRAINER_KINDS, framework_preset
+from estimator.frameworks import (
+    DEEPSPEED_COMPUTE_EFFICIENCY,
+    TRAINER_KINDS,
+    framework_preset,
+    trainer_kind,
+)
 from profiles.validation.report import (
     GRAND_TETON_GPU,
     GRAND_TETON_PEAK_RANGE_BF16,
@@ -21,6 +31,7 @@ from profiles.validation.report import (
     PARAMETERS,
     TRAINING,
     PublishedRun,
+    RowResult,
     ValidationReport,
     fit_training,
     framework_for,
@@ -493,6 +504,38 @@ def test_estimates_carry_todays_accuracy_per_trainer_kind(report: ValidationRepo
         inside = sum(acc.error_p10_pct - 0.05 <= e <= acc.error_p90_pct + 0.05 for e in errors)
         assert inside / len(errors) == pytest.approx(0.8, abs=0.05)
     assert sum(a.runs for a in VALIDATED_ACCURACY.values()) == report.summary.rows
+
+
+def test_estimates_carry_todays_accuracy_per_model(
+    report: ValidationReport, runs: list[PublishedRun]
+) -> None:
+    # estimator.calibrated keeps, per kind of trainer and model architecture, the out-of-sample
+    # errors of those rows; an estimate of that model under that kind shows them.
+    by_id = {r.id: r for r in runs}
+    groups: dict[tuple[str, tuple[int, int, int, int, int]], list[RowResult]] = {}
+    for row in report.rows:
+        run = by_id[row.id]
+        kind = trainer_kind(run.scenario_inputs[1].software.name)
+        assert kind is not None
+        groups.setdefault((kind, run.scenario_inputs[0].architecture), []).append(row)
+    assert set(VALIDATED_BY_MODEL) == set(groups)
+    for key, rows in groups.items():
+        acc, errors = VALIDATED_BY_MODEL[key], [r.error_pct for r in rows]
+        assert acc.runs == len(rows), key
+        assert acc.model == " / ".join(sorted({r.model for r in rows}))
+        assert acc.mean_abs_error_pct == pytest.approx(np.mean(np.abs(errors)), abs=0.05)
+        assert acc.mean_error_pct == pytest.approx(np.mean(errors), abs=0.05)
+        assert acc.min_error_pct == pytest.approx(min(errors), abs=0.05)
+        assert acc.max_error_pct == pytest.approx(max(errors), abs=0.05)
+    assert sum(a.runs for a in VALIDATED_BY_MODEL.values()) == report.summary.rows
+    # The model names `commest validate --model` takes
+    picked = report.select(models=["qwen3-30b-a3b"])
+    assert picked.selection is not None
+    qwen = VALIDATED_BY_MODEL[("megatron-style", (48, 2048, 32, 128, 768))]
+    assert picked.selection.summary.rows == qwen.runs
+    assert picked.selection.summary.mean_abs_error_pct == pytest.approx(
+        qwen.mean_abs_error_pct, abs=0.05
+    )
 
 
 # BigScience's paired runs of one model and layout that differ only in the head count

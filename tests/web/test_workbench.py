@@ -162,6 +162,8 @@ def test_estimate_shows_the_api_figures_for_a_preset(page: Page, server: Server)
     )
     assert validated["fine_grained_moe"] is None  # a dense model: no line for fine-grained MoE
     expect(page.get_by_test_id("validated-fine-grained-moe")).to_have_count(0)
+    assert validated["same_model"] is None  # no published run of GPT-3 13B: no line for it
+    expect(page.get_by_test_id("validated-same-model")).to_have_count(0)
 
 
 def test_a_typed_model_shape_starts_from_the_preset_and_is_sent(page: Page) -> None:
@@ -281,6 +283,17 @@ def test_moe_models_choose_their_token_dispatcher(page: Page) -> None:
         f"{fine['mean_abs_error_pct']:.1f} % mean error on the {fine['runs']} such runs"
     )
     expect(shown).to_have_class("advice")
+    # and how commest did on this very model's published runs, as advice too
+    same = answer.value.json()["validated"]["same_model"]
+    assert same["model"] == "qwen3-30b-a3b" and same["misses_target"]
+    shown = page.get_by_test_id("validated-same-model")
+    expect(shown).to_contain_text(
+        f"this model: {same['mean_abs_error_pct']:.1f} % mean error on {same['runs']} published runs"
+    )
+    expect(shown).to_have_class("advice")
+    assert "commest validate --model qwen3-30b-a3b --kind megatron-style" in (
+        shown.get_attribute("title") or ""
+    )
     fill_scenario(page, {"preset": "gpt3-13b"})
     expect(form.locator("[name=moe_token_dispatcher]")).to_have_count(0)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,26 +21,28 @@ class RowOrder(StrEnum):
     ERROR = "error"
 
 
+Names = list[str] | None
+
+
+def _names(flag: str, what: str) -> Any:
+    """A repeatable option that narrows the rows the table lists."""
+    return typer.Option(flag, help=f"List only {what}.", show_default=False, metavar="NAME")
+
+
 @app.command()
 def validate(
     output_format: Annotated[
         OutputFormat, typer.Option("--format", "-f", help="table or json.")
     ] = OutputFormat.TABLE,
     sources: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--source",
-            help="List only this source's rows (repeat for several), e.g. megatron_bridge_perf.",
-            show_default=False,
-        ),
+        Names,
+        _names("--source", "this source's rows (repeat for several), e.g. megatron_bridge_perf"),
+    ] = None,
+    models: Annotated[
+        Names, _names("--model", "this model's rows (repeat for several), e.g. qwen3-30b-a3b")
     ] = None,
     kinds: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--kind",
-            help="List only rows of this kind (repeat: rows of every kind given), e.g. moe, fp8.",
-            show_default=False,
-        ),
+        Names, _names("--kind", "rows of this kind (repeat: rows of every kind given), e.g. moe")
     ] = None,
     summary: Annotated[
         bool, typer.Option("--summary", help="Table only: the summaries, not the row lists.")
@@ -61,9 +63,9 @@ def validate(
     except ImportError as exc:
         die(f"the validation report is not available in this install: {exc}", EXIT_UNAVAILABLE)
     report = run_validation()
-    if sources or kinds:
+    if sources or kinds or models:
         try:
-            report = report.select(sources=sources or (), kinds=kinds or ())
+            report = report.select(sources=sources or (), kinds=kinds or (), models=models or ())
         except ValidationError as exc:
             raise typer.BadParameter(
                 f"{exc.value!r}: {exc.rule}", param_hint=f"--{exc.field}"

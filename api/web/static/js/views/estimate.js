@@ -46,6 +46,15 @@ function Collectives({ rows }) {
   </table></div>`;
 }
 
+// How commest did on the published runs of this very model under this kind of trainer.
+function SameModel({ same, kind }) {
+  const runs = same.runs === 1 ? "1 published run" : `${num(same.runs)} published runs`;
+  const command = `commest validate --model ${same.model.split(" / ")[0]} --kind ${kind}`;
+  return html`<span data-testid="validated-same-model" class=${same.misses_target ? "advice" : ""}
+    title=${`published ${kind} runs of ${same.model}, predicted out of sample: ${num(same.min_error_pct, 1)} % to ${num(same.max_error_pct, 1)} % (${command})`}>
+    this model: ${num(same.mean_abs_error_pct, 1)} % mean error on ${runs}</span>`;
+}
+
 export function EstimateResult({ result: r }) {
   const terms = Object.entries(r.breakdown_s).map(([k, v]) => ({ key: k, label: label(k), value: v, color: color(k) }));
   const m = r.memory;
@@ -79,6 +88,7 @@ export function EstimateResult({ result: r }) {
             class=${r.validated.fine_grained_moe.misses_target ? "advice" : ""}
             title="commest validate: published MoE runs whose experts are narrower than the model, predicted out of sample (${num(r.validated.fine_grained_moe.min_error_pct, 1)} % to ${num(r.validated.fine_grained_moe.max_error_pct, 1)} %; see the warnings)">
             experts narrower than the model: ${num(r.validated.fine_grained_moe.mean_abs_error_pct, 1)} % mean error on the ${num(r.validated.fine_grained_moe.runs)} such runs</span>` : null}
+        ${r.validated && r.validated.same_model ? html`<${SameModel} same=${r.validated.same_model} kind=${r.validated.trainer_kind} />` : null}
       </p>
     </section>
     <section>
