@@ -1553,6 +1553,61 @@ class ModelShapeOut(_ModelShape, _Out):
     """A model's shape fields (from an ``estimator.ModelSpec``)."""
 
 
+class ErrorSummaryOut(_Out):
+    """How far some published runs were predicted off, out of sample."""
+
+    rows: int = Field(description="published runs")
+    mean_abs_error_pct: float = Field(description="mean |predicted - measured| / measured, %")
+    max_abs_error_pct: float = Field(description="the largest |error|, %")
+    mean_error_pct: float = Field(
+        description="mean signed error, %: below 0, those runs took longer than predicted"
+    )
+
+
+class ValidationLayoutOut(_Out):
+    """A published run's parallel layout."""
+
+    pipeline: int
+    tensor: int
+    data: int
+    context_parallel: int
+    expert_parallel: int
+    virtual_stages: int
+
+
+class ValidationRowOut(_Out):
+    """One published run commest was scored on, predicted out of sample."""
+
+    id: str
+    source: str = Field(description="the source family (validation/SOURCES.md)")
+    source_ref: str = Field(description="where it is published: document, table, row")
+    model: str = Field(description="the name the published run gives its model")
+    framework: str = Field(description="the framework preset it was scored with")
+    kinds: list[str] = Field(description="its kinds: dense/moe, precision, trainer, GPU family")
+    gpu: str
+    gpus: int
+    layout: ValidationLayoutOut
+    precision: str
+    global_batch_size: int
+    predicted_s: float = Field(description="commest's iteration time, s")
+    measured_s: float = Field(description="the published iteration time, s")
+    error_pct: float = Field(description="(predicted - measured) / measured, %")
+    fitted_on: str = Field(description="the fit that scored it (never one that saw it)")
+
+
+class ValidationOut(_Out):
+    """``commest validate``'s published runs, as scored today (out of sample)."""
+
+    summary: ErrorSummaryOut = Field(description="every scored run")
+    selection: ErrorSummaryOut = Field(description="the runs listed in ``rows``")
+    by_source: dict[str, ErrorSummaryOut]
+    by_kind: dict[str, ErrorSummaryOut]
+    sources: list[str] = Field(description="the names ``source`` takes")
+    models: list[str] = Field(description="the names ``model`` takes")
+    kinds: list[str] = Field(description="the names ``kind`` takes")
+    rows: list[ValidationRowOut]
+
+
 class ModelPresetOut(_Out):
     """A published model shape (from an ``estimator.presets.ModelPreset``)."""
 

@@ -349,6 +349,11 @@ def test_commest_serve_from_the_wheel_migrates_a_fresh_sqlite_file_and_answers(
         assert urlsplit(url).netloc == urlsplit(str(index.url)).netloc, url  # nothing remote
         assert client.get(url).status_code == 200, url
 
+    # the scored published runs ship with the package (profiles/validation/results.json)
+    validation = client.get("/v1/validation", params={"model": "qwen3-30b-a3b"})
+    assert validation.status_code == 200, validation.text
+    assert validation.json()["rows"] and validation.json()["summary"]["rows"] > 100
+
     body = json.loads(EXAMPLE_ESTIMATE.read_text(encoding="utf-8"))
     estimate = client.post("/v1/estimates", json=body)
     assert estimate.status_code == 200, estimate.text

@@ -18,6 +18,7 @@ from api.routes import (
     timelines,
     training_logs,
     uploads,
+    validation,
 )
 
 ROUTERS: tuple[APIRouter, ...] = (
@@ -34,4 +35,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     calibrations.router,
     presets.router,
     timelines.router,
+    validation.router,
 )

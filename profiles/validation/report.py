@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +45,13 @@ from estimator.bandwidth import BandwidthProvider
 from estimator.errors import CalibrationError, LayoutError, ValidationError
 from estimator.frameworks import Framework, framework_preset, trainer_kind
 from estimator.presets import gpu_preset
+from profiles.validation.results import (
+    PCT_DIGITS,
+    RESULTS_FILE,
+    SECONDS_DIGITS,
+    check_names,
+    row_matches,
+)
 
 NOMINAL_PROFILE = {"a100": "dgx-a100-nominal", "h100": "dgx-h100-nominal"}
 # torchtitan's benchmark hosts: the preset's peak is the midpoint of the H100 NVL and SXM
@@ -287,23 +295,17 @@ class ValidationReport:
         have every one of ``kinds`` (their memory rows and, by source, the excluded runs alike),
         with the selection's own accuracy in ``selection``. Unknown names raise
         ValidationError."""
-        known_sources = sorted({r.source for r in self.rows} | {e.source for e in self.excluded})
-        known_kinds = sorted(self.by_kind)
-        known_models = sorted({r.model for r in self.rows})
-        for field_name, asked, known in (
-            ("source", sources, known_sources),
-            ("kind", kinds, known_kinds),
-            ("model", models, known_models),
-        ):
-            unknown = [name for name in asked if name not in known]
-            if unknown:
-                raise ValidationError(field_name, unknown[0], f"must be one of: {', '.join(known)}")
+        check_names(
+            "source", sources, [*(r.source for r in self.rows), *(e.source for e in self.excluded)]
+        )
+        check_names("kind", kinds, self.by_kind)
+        check_names("model", models, [r.model for r in self.rows])
         rows = [
             r
             for r in self.rows
-            if (not sources or r.source in sources)
-            and (not models or r.model in models)
-            and all(k in r.kinds for k in kinds)
+            if row_matches(
+                r.source, r.model, r.kinds, sources=sources, models=models, wanted_kinds=kinds
+            )
         ]
         ids = {r.id for r in rows}
         return dataclasses.replace(
@@ -904,3 +906,66 @@ def memory_rows(runs: Sequence[PublishedRun], constants: dict[str, float]) -> li
             )
         )
     return out
+
+
+def published_results_of(report: ValidationReport, runs: Sequence[PublishedRun]) -> dict[str, Any]:
+    """What ``results.json`` holds (profiles.validation.results): every scored row with its
+    citation, model, trainer, GPU and layout, and the report's summaries, rounded."""
+    by_id = {run.id: run for run in runs}
+    rows = []
+    for r in report.rows:
+        run = by_id[r.id]
+        _model, training, layout = run.scenario_inputs
+        rows.append(
+            {
+                "id": r.id,
+                "source": r.source,
+                "source_ref": run.source_ref,
+                "model": r.model,
+                "framework": r.framework,
+                "kinds": list(r.kinds),
+                "gpu": run.gpu,
+                "gpus": layout.gpus,
+                "layout": {
+                    "pipeline": layout.pipeline,
+                    "tensor": layout.tensor,
+                    "data": layout.data,
+                    "context_parallel": layout.context_parallel,
+                    "expert_parallel": layout.expert_parallel,
+                    "virtual_stages": layout.virtual_stages,
+                },
+                "precision": training.precision.value,
+                "global_batch_size": training.global_batch_size,
+                "predicted_s": round(r.predicted_s, SECONDS_DIGITS),
+                "measured_s": round(r.measured_s, SECONDS_DIGITS),
+                "error_pct": round(r.error_pct, PCT_DIGITS),
+                "fitted_on": r.fitted_on,
+            }
+        )
+
+    def rounded(summary: Summary) -> dict[str, float | int]:
+        return {
+            k: v if isinstance(v, int) else round(v, PCT_DIGITS) for k, v in asdict(summary).items()
+        }
+
+    return {
+        "summary": rounded(report.summary),
+        "by_source": {k: rounded(v) for k, v in report.by_source.items()},
+        "by_kind": {k: rounded(v) for k, v in report.by_kind.items()},
+        "rows": rows,
+    }
+
+
+def write_results() -> str:
+    """Runs the report and writes ``results.json`` beside this module; returns its path."""
+    runs, _excluded = load_runs()
+    results = published_results_of(run_validation(), runs)
+    path = str(resources.files("profiles.validation").joinpath(RESULTS_FILE))
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump(results, out, indent=1, ensure_ascii=False)
+        out.write("\n")
+    return path
+
+
+if __name__ == "__main__":
+    print(f"wrote {write_results()}")

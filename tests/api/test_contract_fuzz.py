@@ -159,6 +159,10 @@ VALID: dict[str, list[dict[str, Any]]] = {
     "GET /v1/presets/models": [{}],
     "GET /v1/presets/gpus": [{}],
     "GET /v1/presets/frameworks": [{}],
+    "GET /v1/validation": [
+        {},
+        {"query": {"model": ["qwen3-30b-a3b"], "kind": ["fp8"], "sort": "error"}},
+    ],
 }
 
 

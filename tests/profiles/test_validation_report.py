@@ -39,8 +39,10 @@ from profiles.validation.report import (
     load_runs,
     peak_scale_of,
     predict,
+    published_results_of,
     run_validation,
 )
+from profiles.validation.results import published_results
 
 
 @pytest.fixture(scope="module")
@@ -624,3 +626,11 @@ def test_summary_table_leaves_out_the_row_lists(report: ValidationReport) -> Non
     assert "selected rows" not in short  # nothing was selected
     picked = report.select(kinds=["fine-grained moe"]).to_table(summary_only=True)
     assert "selected rows (out of sample)" in picked and "kind fine-grained moe" in picked
+
+
+def test_results_file_says_what_the_report_says_today(
+    report: ValidationReport, runs: list[PublishedRun]
+) -> None:
+    # GET /v1/validation serves results.json; after a change that moves a prediction, rewrite it
+    # with `python -m profiles.validation.report`.
+    assert published_results_of(report, runs) == published_results()

@@ -613,3 +613,32 @@ def test_each_view_renders_something_visible(
     shot = page.screenshot(path=screenshots / f"{tab}.png", full_page=True)
     grey = Image.open(io.BytesIO(shot)).convert("L")
     assert ImageStat.Stat(grey).stddev[0] > BLANK_STDEV, f"{tab} looks blank"
+
+
+def test_the_accuracy_tab_lists_the_published_runs_worst_first(page: Page) -> None:
+    """The Accuracy tab: every scored run, the worst first, narrowed to one model, with the
+    selection's accuracy beside every run's (GET /v1/validation)."""
+    open_page(page)
+    with page.expect_response(lambda r: "/v1/validation" in r.url) as answer:
+        page.get_by_test_id("tab-accuracy").click()
+    everything = answer.value.json()
+    rows = page.get_by_test_id("validation-rows").locator("tbody tr")
+    expect(rows).to_have_count(everything["summary"]["rows"])
+    worst = max(everything["rows"], key=lambda r: abs(r["error_pct"]))
+    expect(rows.first).to_contain_text(worst["id"])
+    expect(page.get_by_test_id("accuracy-all")).to_contain_text(
+        f"{everything['summary']['mean_abs_error_pct']:.1f} % mean error on "
+        f"{everything['summary']['rows']} runs"
+    )
+    with page.expect_response(lambda r: "model=qwen3-30b-a3b" in r.url) as narrowed:
+        page.get_by_test_id("accuracy-model").select_option("qwen3-30b-a3b")
+    qwen = narrowed.value.json()
+    expect(rows).to_have_count(qwen["selection"]["rows"])
+    assert 0 < qwen["selection"]["rows"] < everything["summary"]["rows"]
+    shown = page.get_by_test_id("accuracy-selection")
+    expect(shown).to_contain_text(f"{qwen['selection']['mean_abs_error_pct']:.1f} % mean error")
+    expect(shown).to_have_class("advice")  # beyond the 8 % target
+    for i in range(qwen["selection"]["rows"]):
+        expect(rows.nth(i).locator("td").nth(1)).to_have_text("qwen3-30b-a3b")
+    # the scenario form is not in this tab's way
+    expect(page.get_by_test_id("scenario")).to_have_count(0)

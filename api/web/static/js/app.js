@@ -1,4 +1,4 @@
-// The planner's page: a scenario on the left, five views on the right (tabs, kept in the URL
+// The planner's page: a scenario on the left, six views on the right (tabs, kept in the URL
 // hash). Each view asks the API (/v1) for its figures and draws them here (no server-side HTML).
 import { html, render, useEffect, useRef, useState } from "./lib.js";
 import { api } from "./api.js";
@@ -9,6 +9,7 @@ import { TimelineView } from "./views/timeline.js";
 import { TrafficView } from "./views/traffic.js";
 import { PlanView } from "./views/plan.js";
 import { ProfilesView } from "./views/profiles.js";
+import { AccuracyView } from "./views/accuracy.js";
 
 const TABS = [
   ["estimate", "Estimate", "Estimate"],
@@ -16,7 +17,9 @@ const TABS = [
   ["traffic", "Traffic", "Draw matrix"],
   ["plan", "Plan", null],
   ["profiles", "Profiles", null],
+  ["accuracy", "Accuracy", null],
 ];
+const WIDE = ["profiles", "accuracy"]; // tabs without the scenario form
 const AUTO_GPU_LEVEL = 128; // "auto" draws GPU by GPU up to this many GPUs, else node by node
 const idle = { result: null, error: null, busy: false, key: null };
 const tabFromHash = () => {
@@ -122,8 +125,8 @@ function App() {
       </nav>
       <a class="apidocs" href="/docs">API docs</a>
     </header>
-    <div class=${`layout ${tab === "profiles" ? "wide" : ""}`}>
-      ${tab !== "profiles"
+    <div class=${`layout ${WIDE.includes(tab) ? "wide" : ""}`}>
+      ${!WIDE.includes(tab)
         ? html`<aside><${ScenarioForm} scenario=${scenario} setScenario=${setScenario} catalog=${catalog}
             action=${action} layoutFixed=${tab === "plan"} onSubmit=${() => action && runView(tab)} /></aside>`
         : null}
@@ -134,6 +137,7 @@ function App() {
         <div hidden=${tab !== "plan"}><${PlanView} scenario=${scenario} profile=${profile} state=${views.plan}
           run=${(extra) => runView("plan", scenario, extra)} onLoad=${loadLayout} active=${tab === "plan"} /></div>
         <div hidden=${tab !== "profiles"}><${ProfilesView} profiles=${catalog.profiles} active=${tab === "profiles"} /></div>
+        <div hidden=${tab !== "accuracy"}><${AccuracyView} active=${tab === "accuracy"} /></div>
       </main>
     </div>`;
 }
