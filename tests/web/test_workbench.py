@@ -294,6 +294,16 @@ def test_moe_models_choose_their_token_dispatcher(page: Page) -> None:
     assert "commest validate --model qwen3-30b-a3b --kind megatron-style" in (
         shown.get_attribute("title") or ""
     )
+    # a click lists those very runs in the Accuracy tab
+    with page.expect_response(lambda r: "/v1/validation" in r.url) as listed:
+        shown.click()
+    assert "model=qwen3-30b-a3b" in listed.value.url and "kind=megatron-style" in listed.value.url
+    expect(page.get_by_test_id("tab-accuracy")).to_have_attribute("aria-selected", "true")
+    rows = page.get_by_test_id("validation-rows").locator("tbody tr")
+    expect(rows).to_have_count(same["runs"])
+    expect(page.get_by_test_id("accuracy-model")).to_have_value("qwen3-30b-a3b")
+    expect(page.get_by_test_id("accuracy-kind")).to_have_value("megatron-style")
+    page.get_by_test_id("tab-estimate").click()
     fill_scenario(page, {"preset": "gpt3-13b"})
     expect(form.locator("[name=moe_token_dispatcher]")).to_have_count(0)
 
@@ -642,3 +652,19 @@ def test_the_accuracy_tab_lists_the_published_runs_worst_first(page: Page) -> No
         expect(rows.nth(i).locator("td").nth(1)).to_have_text("qwen3-30b-a3b")
     # the scenario form is not in this tab's way
     expect(page.get_by_test_id("scenario")).to_have_count(0)
+
+
+def test_a_model_published_under_two_names_lists_the_runs_of_both(page: Page) -> None:
+    """Llama 3 and 3.1 70B share one architecture: the estimate's "this model" line counts the
+    runs of both names, and its click lists exactly those."""
+    open_page(page)
+    fill_scenario(page, {"preset": "llama3-70b"})
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    same = answer.value.json()["validated"]["same_model"]
+    assert same["model"] == "llama3-70b / llama3.1-70b"
+    with page.expect_response(lambda r: "/v1/validation" in r.url) as listed:
+        page.get_by_test_id("validated-same-model").click()
+    assert {r["model"] for r in listed.value.json()["rows"]} == {"llama3-70b", "llama3.1-70b"}
+    expect(page.get_by_test_id("validation-rows").locator("tbody tr")).to_have_count(same["runs"])
+    expect(page.get_by_test_id("accuracy-model")).to_have_value(same["model"])

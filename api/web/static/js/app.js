@@ -34,6 +34,8 @@ function App() {
   const [scenario, setScenario] = useState(defaultScenario);
   const [views, setViews] = useState({ estimate: idle, timeline: idle, traffic: idle, plan: idle });
   const [level, setLevel] = useState("auto");
+  const [accuracyModel, setAccuracyModel] = useState("");
+  const [accuracyKind, setAccuracyKind] = useState("");
   const seq = useRef({});
 
   useEffect(() => {
@@ -107,6 +109,11 @@ function App() {
     go("estimate");
     runView("estimate", s);
   };
+  const showRuns = (model, kind) => {
+    setAccuracyModel(model);
+    setAccuracyKind(kind);
+    go("accuracy");
+  };
   const changeLevel = (l) => {
     setLevel(l);
     runView("traffic", scenario, { level: l });
@@ -131,13 +138,14 @@ function App() {
             action=${action} layoutFixed=${tab === "plan"} onSubmit=${() => action && runView(tab)} /></aside>`
         : null}
       <main>
-        <div hidden=${tab !== "estimate"}><${EstimateView} state=${views.estimate} /></div>
+        <div hidden=${tab !== "estimate"}><${EstimateView} state=${views.estimate} showRuns=${showRuns} /></div>
         <div hidden=${tab !== "timeline"}><${TimelineView} state=${views.timeline} /></div>
         <div hidden=${tab !== "traffic"}><${TrafficView} state=${views.traffic} level=${level} setLevel=${changeLevel} /></div>
         <div hidden=${tab !== "plan"}><${PlanView} scenario=${scenario} profile=${profile} state=${views.plan}
           run=${(extra) => runView("plan", scenario, extra)} onLoad=${loadLayout} active=${tab === "plan"} /></div>
         <div hidden=${tab !== "profiles"}><${ProfilesView} profiles=${catalog.profiles} active=${tab === "profiles"} /></div>
-        <div hidden=${tab !== "accuracy"}><${AccuracyView} active=${tab === "accuracy"} /></div>
+        <div hidden=${tab !== "accuracy"}><${AccuracyView} active=${tab === "accuracy"}
+          model=${accuracyModel} setModel=${setAccuracyModel} kind=${accuracyKind} setKind=${setAccuracyKind} /></div>
       </main>
     </div>`;
 }

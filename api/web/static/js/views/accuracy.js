@@ -38,16 +38,17 @@ function Rows({ rows }) {
   </table></div>`;
 }
 
-export function AccuracyView({ active }) {
-  const [model, setModel] = useState("");
-  const [kind, setKind] = useState("");
+// `model` may name several models ("llama3-70b / llama3.1-70b": one architecture published
+// under two names, as an estimate's validated.same_model gives it); the App keeps it, so an
+// estimate can open this tab on its own model's runs.
+export function AccuracyView({ active, model, setModel, kind, setKind }) {
   const [state, setState] = useState({ data: null, error: null, busy: false });
   const seq = useRef(0);
 
   useEffect(() => {
     if (!active) return;
     const query = new URLSearchParams({ sort: "error" });
-    if (model) query.append("model", model);
+    for (const name of model ? model.split(" / ") : []) query.append("model", name);
     if (kind) query.append("kind", kind);
     const n = ++seq.current; // only the latest choice may write its answer
     setState((s) => ({ ...s, busy: true, error: null }));
@@ -65,7 +66,7 @@ export function AccuracyView({ active }) {
     <div class="toolbar">
       <label>model <select value=${model} data-testid="accuracy-model" onChange=${(e) => setModel(e.currentTarget.value)}>
         <option value="">all models</option>
-        ${(d?.models || []).map((m) => html`<option value=${m}>${m}</option>`)}
+        ${[...(model && !(d?.models || []).includes(model) ? [model] : []), ...(d?.models || [])].map((m) => html`<option value=${m}>${m}</option>`)}
       </select></label>
       <label>kind <select value=${kind} data-testid="accuracy-kind" onChange=${(e) => setKind(e.currentTarget.value)}>
         <option value="">all kinds</option>

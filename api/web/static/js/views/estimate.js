@@ -46,16 +46,18 @@ function Collectives({ rows }) {
   </table></div>`;
 }
 
-// How commest did on the published runs of this very model under this kind of trainer.
-function SameModel({ same, kind }) {
+// How commest did on the published runs of this very model under this kind of trainer; a
+// click opens the Accuracy tab on them.
+function SameModel({ same, kind, showRuns }) {
   const runs = same.runs === 1 ? "1 published run" : `${num(same.runs)} published runs`;
   const command = `commest validate --model ${same.model.split(" / ")[0]} --kind ${kind}`;
-  return html`<span data-testid="validated-same-model" class=${same.misses_target ? "advice" : ""}
-    title=${`published ${kind} runs of ${same.model}, predicted out of sample: ${num(same.min_error_pct, 1)} % to ${num(same.max_error_pct, 1)} % (${command})`}>
-    this model: ${num(same.mean_abs_error_pct, 1)} % mean error on ${runs}</span>`;
+  const open = (e) => { e.preventDefault(); showRuns?.(same.model, kind); };
+  return html`<a href="#accuracy" data-testid="validated-same-model" class=${same.misses_target ? "advice" : ""} onClick=${open}
+    title=${`published ${kind} runs of ${same.model}, predicted out of sample: ${num(same.min_error_pct, 1)} % to ${num(same.max_error_pct, 1)} % (${command}); click to list them`}>
+    this model: ${num(same.mean_abs_error_pct, 1)} % mean error on ${runs}</a>`;
 }
 
-export function EstimateResult({ result: r }) {
+export function EstimateResult({ result: r, showRuns }) {
   const terms = Object.entries(r.breakdown_s).map(([k, v]) => ({ key: k, label: label(k), value: v, color: color(k) }));
   const m = r.memory;
   const parts = MEMORY_PARTS.map(([k, text, c]) => ({ key: k, label: text, value: m[k], color: c }));
@@ -88,7 +90,7 @@ export function EstimateResult({ result: r }) {
             class=${r.validated.fine_grained_moe.misses_target ? "advice" : ""}
             title="commest validate: published MoE runs whose experts are narrower than the model, predicted out of sample (${num(r.validated.fine_grained_moe.min_error_pct, 1)} % to ${num(r.validated.fine_grained_moe.max_error_pct, 1)} %; see the warnings)">
             experts narrower than the model: ${num(r.validated.fine_grained_moe.mean_abs_error_pct, 1)} % mean error on the ${num(r.validated.fine_grained_moe.runs)} such runs</span>` : null}
-        ${r.validated && r.validated.same_model ? html`<${SameModel} same=${r.validated.same_model} kind=${r.validated.trainer_kind} />` : null}
+        ${r.validated && r.validated.same_model ? html`<${SameModel} same=${r.validated.same_model} kind=${r.validated.trainer_kind} showRuns=${showRuns} />` : null}
       </p>
     </section>
     <section>
@@ -107,11 +109,11 @@ export function EstimateResult({ result: r }) {
   `;
 }
 
-export function EstimateView({ state }) {
+export function EstimateView({ state, showRuns }) {
   const { result, error, busy } = state;
   return html`<div data-testid="estimate-view">
     <${Busy} busy=${busy}>Estimating…<//>
     <${ErrorBox} error=${error} />
-    ${result ? html`<${EstimateResult} result=${result} />` : !busy && !error ? html`<p class="muted">Pick a scenario on the left and press Estimate.</p>` : null}
+    ${result ? html`<${EstimateResult} result=${result} showRuns=${showRuns} />` : !busy && !error ? html`<p class="muted">Pick a scenario on the left and press Estimate.</p>` : null}
   </div>`;
 }
