@@ -50,6 +50,8 @@ from profiles.validation.results import (
     RESULTS_FILE,
     SECONDS_DIGITS,
     check_names,
+    error_stats,
+    rounded_stats,
     row_matches,
 )
 
@@ -816,13 +818,7 @@ def kinds_of(run: PublishedRun) -> tuple[str, ...]:
 
 
 def _summary(rows: Sequence[RowResult]) -> Summary:
-    errors = [abs(r.error_pct) for r in rows]
-    return Summary(
-        len(rows),
-        float(np.mean(errors)) if errors else 0.0,
-        max(errors) if errors else 0.0,
-        float(np.mean([r.error_pct for r in rows])) if rows else 0.0,
-    )
+    return Summary(*error_stats([r.error_pct for r in rows]))
 
 
 def run_validation(text: str | None = None) -> ValidationReport:
@@ -944,9 +940,7 @@ def published_results_of(report: ValidationReport, runs: Sequence[PublishedRun])
         )
 
     def rounded(summary: Summary) -> dict[str, float | int]:
-        return {
-            k: v if isinstance(v, int) else round(v, PCT_DIGITS) for k, v in asdict(summary).items()
-        }
+        return rounded_stats(*dataclasses.astuple(summary))
 
     return {
         "summary": rounded(report.summary),

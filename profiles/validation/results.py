@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any
 
+import numpy as np
+
 from estimator.errors import ValidationError
 
 RESULTS_FILE = "results.json"
@@ -54,12 +56,26 @@ def row_matches(
     )
 
 
-def error_summary(errors: Sequence[float]) -> dict[str, float | int]:
+def error_stats(errors: Sequence[float]) -> tuple[int, float, float, float]:
     """Rows, mean |error|, max |error| and mean signed error (%) of some rows' errors."""
-    n = len(errors)
+    if not errors:
+        return 0, 0.0, 0.0, 0.0
+    magnitudes = [abs(e) for e in errors]
+    return len(errors), float(np.mean(magnitudes)), max(magnitudes), float(np.mean(errors))
+
+
+def rounded_stats(
+    rows: int, mean_abs_error_pct: float, max_abs_error_pct: float, mean_error_pct: float
+) -> dict[str, float | int]:
+    """``error_stats`` as results.json keeps them (percentages to ``PCT_DIGITS``)."""
     return {
-        "rows": n,
-        "mean_abs_error_pct": round(sum(abs(e) for e in errors) / n, PCT_DIGITS) if n else 0.0,
-        "max_abs_error_pct": round(max(abs(e) for e in errors), PCT_DIGITS) if n else 0.0,
-        "mean_error_pct": round(sum(errors) / n, PCT_DIGITS) if n else 0.0,
+        "rows": rows,
+        "mean_abs_error_pct": round(mean_abs_error_pct, PCT_DIGITS),
+        "max_abs_error_pct": round(max_abs_error_pct, PCT_DIGITS),
+        "mean_error_pct": round(mean_error_pct, PCT_DIGITS),
     }
+
+
+def error_summary(errors: Sequence[float]) -> dict[str, float | int]:
+    """``error_stats`` of some rows' errors, rounded as results.json keeps them."""
+    return rounded_stats(*error_stats(errors))
