@@ -361,6 +361,20 @@ class FrameworkOverridesIn(_In):
         "fitted; the DeepSpeed presets carry the shortfall fitted on Megatron-DeepSpeed runs "
         'of 2022, README "Accuracy")',
     )
+    moe_layer_host_s: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="host seconds to issue one eager MoE layer's forward and backward per "
+        "micro-batch: the layer takes at least this long (breakdown term host); the "
+        "Megatron-Core presets carry the value fitted on an eager Megatron-LM recipe "
+        '(README "Accuracy"); 0: not priced',
+    )
+    cuda_graphs: bool | None = Field(
+        None,
+        description="the MoE layers' router and dispatcher preprocessing (or more) run as "
+        "captured CUDA graphs, so moe_layer_host_s does not apply",
+    )
     attention_kernel: Literal["fused", "flash2", "triton"] | None = Field(
         None,
         description="fused (TE/cuDNN, FlashAttention-3), flash2 (FlashAttention-2) or triton "

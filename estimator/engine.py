@@ -69,6 +69,8 @@ class Breakdown:
     embedding_sync_s: float
     expert_s: float
     optimizer_s: float = 0.0  # the optimizer step (detailed fidelity)
+    # The GPU waiting on the host to issue eager MoE layers (Framework.moe_layer_host_s).
+    host_s: float = 0.0
 
     @property
     def iteration_s(self) -> float:
@@ -82,6 +84,7 @@ class Breakdown:
             + self.embedding_sync_s
             + self.expert_s
             + self.optimizer_s
+            + self.host_s
         )
 
     @property
@@ -326,6 +329,7 @@ def estimate(scenario: Scenario) -> Estimate:
         float(terms["embedding_sync"]),
         float(terms["expert"]),
         float(terms["optimizer"]),
+        float(terms["host"]),
     )
     t_iter = breakdown.iteration_s
     gpus = scenario.layout.gpus
@@ -363,7 +367,7 @@ def estimate(scenario: Scenario) -> Estimate:
         model_flops=k.model_flops,
         hardware_flops=float(k.hardware_flops),
         assumptions=assumptions(scenario, validated),
-        warnings=_warnings(scenario, validated),
+        warnings=_warnings(scenario, validated, breakdown),
         validated=validated,
     )
 
@@ -371,7 +375,8 @@ def estimate(scenario: Scenario) -> Estimate:
 def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
     """The out-of-sample accuracy of published runs of the scenario's kind of trainer, when the
     scenario runs the model `commest validate` scores: detailed fidelity, a framework preset at
-    its own compute speed (``compute_efficiency``: the DeepSpeed presets' is fitted too) and a
+    its own compute speed and host time (``compute_efficiency``, ``moe_layer_host_s``: fitted
+    constants of the DeepSpeed and Megatron-Core presets) and a
     GPU family's fitted compute constants (estimator.calibrated); else None. A model whose
     experts are narrower than itself carries those runs' figures too (``fine_grained_moe``), and
     a model commest was validated on under this kind of trainer its own runs' (``same_model``)."""
@@ -380,7 +385,13 @@ def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
     fw = scenario.training.software
     kind = trainer_kind(fw.name)
     c = scenario.cluster
-    if kind is None or fw.compute_efficiency != FRAMEWORK_PRESETS[fw.name].compute_efficiency:
+    if kind is None:
+        return None
+    preset = FRAMEWORK_PRESETS[fw.name]
+    if (fw.compute_efficiency, fw.moe_layer_host_s) != (
+        preset.compute_efficiency,
+        preset.moe_layer_host_s,
+    ):
         return None
     if not runs_fitted_compute(
         c.utilization,
@@ -405,10 +416,28 @@ def _with_same_model(acc: ValidatedAccuracy, same: ModelAccuracy) -> ValidatedAc
     return replace(acc, same_model=same)
 
 
-def _warnings(scenario: Scenario, acc: ValidatedAccuracy | None) -> list[str]:
-    """The scenario's layout warnings, and how far published runs of its kind of trainer were
-    off when that is beyond the validation target."""
+# Share of the iteration the GPU may wait on the host before the estimate says so.
+HOST_BOUND_WARNING_SHARE = 0.05
+
+
+def _warnings(
+    scenario: Scenario, acc: ValidatedAccuracy | None, breakdown: Breakdown | None = None
+) -> list[str]:
+    """The scenario's layout warnings, a host-bound MoE layer, and how far published runs of
+    its kind of trainer were off when that is beyond the validation target."""
     out = list(scenario.warnings)
+    if (
+        breakdown is not None
+        and breakdown.host_s > HOST_BOUND_WARNING_SHARE * breakdown.iteration_s
+    ):
+        host_ms = scenario.training.software.moe_layer_host_s * 1e3
+        out.append(
+            f"host-bound: the GPU waits {breakdown.host_s:.3g} s of the "
+            f"{breakdown.iteration_s:.3g} s iteration on the host issuing eager MoE layers "
+            f"({host_ms:g} ms per layer and micro-batch, moe_layer_host_s); with the MoE router "
+            "and preprocessing captured in CUDA graphs (framework override cuda_graphs) none "
+            "is priced"
+        )
     if acc is not None and acc.misses_target:
         out.append(_accuracy_warning(scenario.training.software.name, acc))
     if scenario.model.fine_grained_moe:

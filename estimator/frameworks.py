@@ -186,6 +186,22 @@ Sources, per flag (dates from the Megatron-LM git history):
   published profile says where the time went. So it is a measured shortfall, not a mechanism:
   fitted by ``commest validate`` on BigScience's February 2022 benchmark sweep (the BLOOM
   prequel rows) and predicting every other DeepSpeed run out of sample (README "Accuracy").
+- ``moe_layer_host_s``: host (CPU) time to issue one MoE layer's forward and backward pass for
+  one micro-batch when the layer runs eagerly; the layer takes at least that long, the GPU
+  waiting out what its own work leaves (a full replay adds the forward's share, a third, as the
+  forward issues a third of the GEMMs). A Megatron-Core MoE layer launches tens of kernels per
+  expert group and module (router, permutation, grouped GEMMs, dispatcher) and its token
+  dispatcher waits on the GPU for the tokens per expert, so the host cannot run ahead: NVIDIA
+  measured Qwen3-30B-A3B (128 experts of 768, h 2048) 22 % faster once its attention, router and
+  dispatcher preprocessing were captured in CUDA graphs (Megatron-Bridge
+  ``docs/training/cuda-graphs.md`` at 2f3ecca48, "Measured Results": 623 -> 484 ms, TP 2, PP 2,
+  EP 4). The Megatron-Core presets carry ``MEGATRON_MOE_LAYER_HOST_S``, fitted by
+  ``commest validate`` on Megatron-LM's one eager BF16 fine-grained MoE recipe; a wide layer's
+  own work is longer than that and never meets the floor. 0: not priced.
+- ``cuda_graphs``: the MoE layers' router and dispatcher preprocessing (or more: attention, the
+  whole iteration) run as captured CUDA graphs (Megatron-Core ``cuda_graph_impl``), so
+  ``moe_layer_host_s`` does not apply. A partial capture still leaves host work outside the
+  graphs, which is not priced.
 - ``optimizer_bytes_per_parameter``: HBM bytes the optimizer step moves per parameter it owns
   (ours, counted from Megatron's mixed-precision optimizer): fused Adam reads the fp32
   gradient, master weight, m and v (16 B) and writes master, m, v (12 B); copying the master
@@ -212,6 +228,7 @@ __all__ = [
     "FRAMEWORK_NAMES",
     "FRAMEWORK_PRESETS",
     "KERNEL_LAUNCH_S",
+    "MEGATRON_MOE_LAYER_HOST_S",
     "PRESET_TRAINER_KINDS",
     "TRAINER_KINDS",
     "Framework",
@@ -225,6 +242,14 @@ __all__ = [
 # above): fitted by `commest validate` on its declared training family "bloom_sweep" (BigScience's
 # February 2022 benchmark sweep); a test checks it equals what the report fits today.
 DEEPSPEED_COMPUTE_EFFICIENCY = 0.8894
+# Host time of one eager Megatron-Core MoE layer, forward and backward, per micro-batch
+# (moe_layer_host_s above): fitted by `commest validate` on its declared training family
+# "moe_eager_host" (Megatron-LM's Qwen3-30B-A3B BF16 recipe, no CUDA graphs); a test checks it
+# equals what the report fits today.
+MEGATRON_MOE_LAYER_HOST_S = 0.007742
+# Of a layer's host time, the forward pass's share (a full replay issues it again): a third, as
+# its GEMMs are (the backward issues the input- and weight-gradient GEMMs).
+MOE_HOST_FORWARD_SHARE = 1.0 / 3.0
 # Fused Adam (28 B), master-to-model copy (6 B), clipping norm (4 B), zeroing (4 B): see above.
 ADAM_BYTES_PER_PARAMETER = 42.0
 # FP16 only: unscale the gradient by the loss scale and check it for inf/NaN (read + write 4 B).
@@ -299,6 +324,8 @@ class Framework:
     fsdp_backward_prefetch: str = "pre"
     recompute_early_stop: bool = False
     compute_efficiency: float = 1.0
+    moe_layer_host_s: float = 0.0
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
         if self.fsdp_backward_prefetch not in BACKWARD_PREFETCH:
@@ -336,6 +363,12 @@ class Framework:
                 "training.framework.compute_efficiency",
                 self.compute_efficiency,
                 "must be a number > 0 and <= 2 (1: the fitted roofline's speed)",
+            )
+        if not 0.0 <= self.moe_layer_host_s <= 1.0:
+            raise ValidationError(
+                "training.framework.moe_layer_host_s",
+                self.moe_layer_host_s,
+                "must be a number of seconds >= 0 and <= 1 (0: host time not priced)",
             )
         if not self.optimizer_bytes_per_parameter >= 0:
             raise ValidationError(
@@ -401,6 +434,12 @@ def _describe(fw: Framework) -> str:
             if fw.compute_efficiency != 1.0
             else ""
         )
+        + (
+            f"; an eager MoE layer takes at least {fw.moe_layer_host_s * 1e3:g} ms of host time "
+            "per micro-batch (forward and backward)"
+            if fw.moe_layer_host_s and not fw.cuda_graphs
+            else ""
+        )
     )
 
 
@@ -440,21 +479,25 @@ _PRESETS = (
         name="megatron-lm",
         description=(
             "Megatron-LM / Megatron-Core since mid 2023 with its default flags: as 2022, plus "
-            "p2p overlap in the interleaved schedule; DP overlap and TP comm overlap are opt-in"
+            "p2p overlap in the interleaved schedule; DP overlap and TP comm overlap are opt-in; "
+            "MoE layers eager (no CUDA graphs)"
         ),
         overlap_p2p=True,
+        moe_layer_host_s=MEGATRON_MOE_LAYER_HOST_S,
     ),
     dataclasses.replace(
         _MEGATRON_2022,
         name="nemo",
         description=(
             "NeMo / Megatron-Bridge performance recipes (Megatron-Core): TP communication "
-            "overlap, overlapped gradient reduce-scatter and parameter all-gather, p2p overlap"
+            "overlap, overlapped gradient reduce-scatter and parameter all-gather, p2p overlap; "
+            "MoE layers eager (no CUDA graphs)"
         ),
         tp_comm_overlap=True,
         overlap_grad_reduce=True,
         overlap_param_gather=True,
         overlap_p2p=True,
+        moe_layer_host_s=MEGATRON_MOE_LAYER_HOST_S,
     ),
     dataclasses.replace(
         _MEGATRON_2022,

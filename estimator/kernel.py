@@ -57,6 +57,7 @@ from estimator.frameworks import (
     EAGER_OP_HOST_S,
     FP16_UNSCALE_BYTES,
     KERNEL_LAUNCH_S,
+    MOE_HOST_FORWARD_SHARE,
     ZERO3_LIST_VIEW_COPIES,
     ZERO3_LIST_ZERO_FILL,
 )
@@ -91,7 +92,18 @@ _PP = TrafficKind.PP
 _TP = TrafficKind.TP
 
 # The breakdown's named terms (a contract: terms are added, never renamed).
-TERMS = ("compute", "tp", "cp", "pp", "dp", "bubble", "embedding_sync", "expert", "optimizer")
+TERMS = (
+    "compute",
+    "tp",
+    "cp",
+    "pp",
+    "dp",
+    "bubble",
+    "embedding_sync",
+    "expert",
+    "optimizer",
+    "host",
+)
 
 
 _ARRAY = np.ndarray
@@ -643,6 +655,7 @@ def _paper(
         "embedding_sync": 0.0 * p,
         "expert": m * zero,
         "optimizer": zero,
+        "host": zero,
     }
     link_s: dict[str, Num] = {
         "tp": m * tp_mb,
@@ -660,6 +673,7 @@ def _paper(
         "pp": pp_mb,
         "expert": zero,
         "dp": zero,
+        "host": zero,
         "total": compute_mb + tp_mb + pp_mb,
     }
     return KernelResult(
@@ -1154,6 +1168,27 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         tp_fwd = _avg(fwd_link, moe_tp_fwd, moe_frac)
         stall_fwd = stall_fwd + _where(lay.overlap_tp, tp_pooled_fwd, tp_fwd)
     stall_bwd = tp_exposed_layer + cp_exposed_layer + ep_layer - stall_fwd
+    # An eager MoE layer takes at least the host's time to issue it (Framework.moe_layer_host_s;
+    # a full replay issues the forward again): the GPU waits out what the layer's own work,
+    # compute and exposed collectives, leaves of it. Per layer of the stage, averaged over its
+    # dense and MoE layers (the MoE layer's collectives as the stage's average, its all-to-alls
+    # its own).
+    host_layer: Num = 0.0
+    host_floor = bool(moe_frac and fw.moe_layer_host_s and not fw.cuda_graphs)
+    if host_floor:
+        moe_busy = (
+            moe.forward()
+            + moe.backward()
+            + moe.replay(full, selective, op_sac, stop)
+            + tp_exposed_layer
+            + cp_exposed_layer
+            + ep_layer / moe_frac
+        )
+        host_s = fw.moe_layer_host_s * (1.0 + full * MOE_HOST_FORWARD_SHARE)
+        host_layer = moe_frac * _max(host_s - moe_busy, 0.0)
+        # The data-parallel stream keeps running while the GPU waits.
+        stall_fwd = stall_fwd + MOE_HOST_FORWARD_SHARE * host_layer
+        stall_bwd = stall_bwd + (1.0 - MOE_HOST_FORWARD_SHARE) * host_layer
     window_fwd = layer_fwd + stall_fwd
     window_bwd = layer_bwd + stall_bwd
     window_bwd_replay = window_bwd + layer_replay
@@ -1205,8 +1240,11 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             "pp": pp,
             "expert": _times(layers, ep_layer),
             "dp": dp_mb,
+            "host": _times(layers, host_layer),
         }
         parts["total"] = comp + tp + parts["cp"] + pp + parts["expert"] + dp_mb
+        if host_floor:
+            parts["total"] = parts["total"] + parts["host"]
         parts["tp_link"] = (
             layers * tp_link_layer + with_logits * logits_tp_link + with_embedding * emb_tp
         )
@@ -1294,6 +1332,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         "embedding_sync": emb_sync_s,
         "expert": m * pace("expert"),
         "optimizer": optimizer,
+        "host": m * pace("host") if host_floor else 0.0,
     }
     # On-link time of the critical stage's collectives, exposed or hidden.
     dp_link_mb = layers_pace * (z3_gather_layer + z3_bwd_layer) + reduce_each

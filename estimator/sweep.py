@@ -410,8 +410,8 @@ def _enumerate_one(
     )
 
 
-#: Terms of the breakdown that are communication (the rest: compute, bubble, optimizer).
-COMMUNICATION_TERMS = tuple(t for t in TERMS if t not in ("compute", "bubble", "optimizer"))
+#: Terms of the breakdown that are communication (the rest: compute, bubble, optimizer, host).
+COMMUNICATION_TERMS = tuple(t for t in TERMS if t not in ("compute", "bubble", "optimizer", "host"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,7 +137,8 @@ def stage_times(k: KernelResult, pipeline: int) -> list[StageTimes]:
     for s in range(pipeline):
         role = "first" if s == 0 else "last" if s == pipeline - 1 else "mid"
         part = {key: float(value) for key, value in k.stages[role].items()}
-        fwd, rec, bwd = _share(part["compute"], comp_w)  # type: ignore[arg-type]
+        # The GPU's wait on the host (eager MoE layers) is drawn inside the layers' compute.
+        fwd, rec, bwd = _share(part["compute"] + part["host"], comp_w)  # type: ignore[arg-type]
         # CP and expert all-to-alls run inside the layers like TP: drawn as tp_comm
         tp_all = part["tp"] + part["cp"] + part["expert"]
         tp_f, tp_r, tp_b = _share(tp_all, tp_w)  # type: ignore[arg-type]
@@ -447,7 +448,8 @@ def _assumptions(p: int, v: int, run: int, m: int, elided: int) -> list[str]:
         ),
         "each stage's per-micro-batch time is the engine's; its compute is split into "
         "forward, recompute and backward by FLOPs (paper) or priced time (detailed), its "
-        "exposed TP time by collective count; CP and expert all-to-alls are drawn as tp_comm",
+        "exposed TP time by collective count; CP and expert all-to-alls are drawn as tp_comm; "
+        "the GPU's wait on the host (eager MoE layers, breakdown term host) is drawn as compute",
         "every forward and backward chunk ends with its PP send (the engine charges 2·v sends "
         "per micro-batch to every stage)",
         "after a stage's last backward: gradient reduction and embedding sync (dp_comm), then "

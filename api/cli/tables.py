@@ -182,7 +182,9 @@ def plan_rows(layouts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         total = float(entry.get("iteration_time_s") or 0.0)
         breakdown = entry.get("breakdown_s") or {}
         comm = sum(
-            float(v) for k, v in breakdown.items() if k not in ("compute", "bubble", "optimizer")
+            float(v)
+            for k, v in breakdown.items()
+            if k not in ("compute", "bubble", "optimizer", "host")
         )
         rows.append(
             {

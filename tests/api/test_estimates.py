@@ -32,6 +32,7 @@ BREAKDOWN_KEYS = {
     "expert",
     "cp",
     "optimizer",
+    "host",
 }
 
 

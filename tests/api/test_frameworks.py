@@ -177,6 +177,8 @@ def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient)
         "tp_comm_overlap_backward": False,
         "recompute_early_stop": True,
         "compute_efficiency": 0.5,
+        "moe_layer_host_s": 0.02,
+        "cuda_graphs": True,
     }
     response = client.post(
         "/v1/estimates",
@@ -203,6 +205,10 @@ def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient)
         {"compute_efficiency": -0.5},
         {"compute_efficiency": 2.5},
         {"compute_efficiency": "fast"},
+        {"moe_layer_host_s": -0.001},
+        {"moe_layer_host_s": 2},
+        {"moe_layer_host_s": "slow"},
+        {"cuda_graphs": "some"},
     ],
 )
 def test_a_bad_override_is_a_422(client: TestClient, overrides: dict[str, object]) -> None:

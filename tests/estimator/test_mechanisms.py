@@ -56,6 +56,8 @@ from estimator.frameworks import (
     EAGER_OP_HOST_S,
     FRAMEWORK_PRESETS,
     KERNEL_LAUNCH_S,
+    MEGATRON_MOE_LAYER_HOST_S,
+    MOE_HOST_FORWARD_SHARE,
     Framework,
     framework_preset,
 )
@@ -1013,6 +1015,7 @@ def test_an_all_moe_models_unused_dense_width_changes_nothing() -> None:
         "torchtitan",
         "async-tp",
         "llm-foundry-triton",
+        "nemo-moe-host-bound",
     ],
 )
 @pytest.mark.parametrize("precision", [Precision.BF16, Precision.FP8])
@@ -1024,6 +1027,9 @@ def test_sweep_equals_single_estimates_with_the_roofline_and_frameworks(
         if framework == "async-tp"
         else framework_preset("llm-foundry").replace(attention_kernel="triton")
         if framework == "llm-foundry-triton"
+        # every MoE layer host-bound, full recompute raising its floor by the forward's share
+        else framework_preset("nemo").replace(moe_layer_host_s=0.5)
+        if framework == "nemo-moe-host-bound"
         else framework_preset(framework)
     )
     training = TrainingSpec(global_batch_size=64, precision=precision, framework=fw)
@@ -1939,3 +1945,89 @@ def test_paper_fidelity_reports_flop_rates_from_its_own_count() -> None:
     assert e.model_flops == pytest.approx(6.0 * n * tokens)
     assert e.hardware_flops == pytest.approx(8.0 * n * tokens)
     assert e.throughput.mfu < e.throughput.hfu <= 0.9
+
+
+# --- eager MoE layers: the host's time is a floor (Framework.moe_layer_host_s) -------------------
+def _qwen_eager(
+    fw: Framework, recompute: Recompute = Recompute.NONE, model: ModelSpec | None = None
+) -> Estimate:
+    """Qwen3-30B-A3B (or ``model``) on 16 H100-like GPUs, EP 8 inside a node (NVLink
+    all-to-all), 8 micro-batches of one sequence."""
+    model = model or model_preset("qwen3-30b-a3b")
+    layout = LayoutSpec(pipeline=1, tensor=1, data=16, expert_parallel=8 if model.is_moe else 1)
+    tr = TrainingSpec(global_batch_size=128, recompute=recompute, framework=fw)
+    links = FixedBandwidth(tp_gbps=360.0, pp_gbps=45.0, dp_gbps=45.0, expert_gbps=300.0)
+    cluster = a100(
+        links,
+        peak_flops=989e12,
+        memory_bandwidth_gbps=3350.0,
+        utilization=FITTED_COMPUTE["h100"].utilization,
+    )
+    return estimate(Scenario(model, tr, layout, cluster))
+
+
+def test_an_eager_moe_layer_takes_at_least_the_hosts_time() -> None:
+    """Megatron-Core MoE layers run eagerly unless captured in CUDA graphs; the host's time to
+    issue one (router, permutation, grouped GEMMs, dispatcher: Megatron-Bridge measured
+    Qwen3-30B-A3B 22 % faster with them captured) is a floor under the layer's own work, and
+    the GPU's wait is the breakdown's ``host`` term."""
+    nemo = framework_preset("nemo")
+    layers, m = 48, 8
+    bound = _qwen_eager(nemo.replace(moe_layer_host_s=0.05))
+    bound_more = _qwen_eager(nemo.replace(moe_layer_host_s=0.06))
+    graphs = _qwen_eager(nemo.replace(moe_layer_host_s=0.05, cuda_graphs=True))
+    unpriced = _qwen_eager(nemo.replace(moe_layer_host_s=0.0))
+    # While the floor binds, each MoE layer of each micro-batch takes exactly it: 10 ms more
+    # host time per layer is 10 ms more per layer and micro-batch, all of it GPU waiting.
+    extra = bound_more.iteration_time_s - bound.iteration_time_s
+    assert extra == pytest.approx(m * layers * 0.01, rel=1e-9)
+    assert bound_more.breakdown.host_s - bound.breakdown.host_s == pytest.approx(extra, rel=1e-9)
+    assert bound.breakdown.host_s > 0.0
+    assert bound.iteration_time_s == pytest.approx(sum(bound.breakdown.as_dict().values()))
+    # The collectives are the same; the data-parallel stream keeps running while the GPU waits.
+    assert bound.link_s == unpriced.link_s
+    assert bound.breakdown.communication_s <= unpriced.breakdown.communication_s
+    # Captured in CUDA graphs, or not priced: the GPU's own work only.
+    assert graphs.breakdown.host_s == unpriced.breakdown.host_s == 0.0
+    assert graphs.iteration_time_s == unpriced.iteration_time_s
+    # What the host adds is what the layers' own work leaves of the floor.
+    own = unpriced.iteration_time_s - unpriced.breakdown.optimizer_s - unpriced.breakdown.dp_s
+    assert bound.breakdown.host_s < m * layers * 0.05 < bound.breakdown.host_s + own
+    # A full replay issues the forward again: the floor grows by the forward's share.
+    full = _qwen_eager(nemo.replace(moe_layer_host_s=0.05), Recompute.FULL)
+    full_more = _qwen_eager(nemo.replace(moe_layer_host_s=0.06), Recompute.FULL)
+    assert full_more.iteration_time_s - full.iteration_time_s == pytest.approx(
+        m * layers * 0.01 * (1.0 + MOE_HOST_FORWARD_SHARE), rel=1e-9
+    )
+    # Dense layers are not floored.
+    llama = _qwen_eager(
+        nemo.replace(moe_layer_host_s=0.05),
+        model=dataclasses.replace(model_preset("qwen3-30b-a3b"), moe_num_experts=1, moe_top_k=1),
+    )
+    assert llama.breakdown.host_s == 0.0
+    # The estimate says which floor it applied, and warns when the host sets the pace.
+    assert "an eager MoE layer takes at least 50 ms of host time" in bound.assumptions[1]
+    assert "eager MoE layer" not in graphs.assumptions[1]
+    [warning] = [w for w in bound.warnings if w.startswith("host-bound")]
+    assert f"waits {bound.breakdown.host_s:.3g} s" in warning and "cuda_graphs" in warning
+    assert not any(w.startswith("host-bound") for w in graphs.warnings)
+
+
+def test_the_megatron_core_presets_carry_the_fitted_moe_host_time() -> None:
+    """The value fitted by commest validate (README "Accuracy") on the Megatron-Core presets;
+    a wide MoE layer (Mixtral's 14,336-wide experts) outlasts it, a fine-grained one does not."""
+    for name, preset in FRAMEWORK_PRESETS.items():
+        expected = MEGATRON_MOE_LAYER_HOST_S if name in ("megatron-lm", "nemo") else 0.0
+        assert preset.moe_layer_host_s == expected, name
+        assert not preset.cuda_graphs
+    assert 0.005 < MEGATRON_MOE_LAYER_HOST_S < 0.012
+    qwen = _qwen_eager(framework_preset("nemo"))
+    assert qwen.breakdown.host_s > 0.0
+    mixtral = _qwen_eager(framework_preset("nemo"), model=model_preset("mixtral-8x7b"))
+    assert mixtral.breakdown.host_s == 0.0
+
+
+@pytest.mark.parametrize("bad", [-0.001, 1.5, math.nan, math.inf])
+def test_a_moe_host_time_out_of_range_is_refused(bad: float) -> None:
+    with pytest.raises(ValidationError, match="moe_layer_host_s"):
+        framework_preset("nemo").replace(moe_layer_host_s=bad)

@@ -17,6 +17,7 @@ from estimator import (
     estimate,
 )
 from estimator.errors import LimitError, ValidationError
+from estimator.frameworks import framework_preset
 from estimator.timeline import (
     EXACT_TOLERANCE,
     MAX_SIMULATED_OPS,
@@ -91,6 +92,32 @@ def test_makespan_is_the_engines_pipeline_time(
     if fidelity is Fidelity.PAPER:
         assert tl.makespan_s == pytest.approx(pipeline, rel=EXACT_TOLERANCE)
     assert tl.warnings == []
+
+
+def test_a_host_bound_moe_pipeline_keeps_the_engines_time() -> None:
+    # Eager MoE layers whose host time outlasts their GPU work (Framework.moe_layer_host_s): the
+    # GPU's wait is drawn inside the layers' compute, and the schedule still ends when the
+    # engine says.
+    model = ModelSpec(
+        num_layers=8,
+        hidden_size=1024,
+        num_attention_heads=8,
+        seq_length=1024,
+        vocab_size=32000,
+        moe_num_experts=16,
+        moe_top_k=4,
+        moe_ffn_hidden_size=256,
+    )
+    training = TrainingSpec(
+        global_batch_size=16, framework=framework_preset("nemo").replace(moe_layer_host_s=0.02)
+    )
+    layout = LayoutSpec(pipeline=4, tensor=1, data=2, virtual_stages=2, expert_parallel=2)
+    sc = Scenario(model, training, layout, CLUSTER)
+    e = estimate(sc)
+    assert e.breakdown.host_s > 0.5 * e.iteration_time_s
+    tl = timeline(sc)
+    assert tl.makespan_s == pytest.approx(tl.engine_pipeline_s, rel=EXACT_TOLERANCE)
+    assert tl.iteration_time_s == pytest.approx(e.iteration_time_s, rel=EXACT_TOLERANCE)
 
 
 @pytest.mark.parametrize(("p", "v", "gb"), [(4, 1, 8), (4, 2, 8), (8, 1, 64), (8, 3, 64)])

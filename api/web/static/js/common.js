@@ -13,6 +13,7 @@ export const TERM_COLORS = {
   embedding_sync: "#59a14f",
   expert: "#b07aa1",
   optimizer: "#9c755f",
+  host: "#ff9da7",
 };
 export const TERM_LABELS = {
   compute: "compute",
@@ -24,6 +25,7 @@ export const TERM_LABELS = {
   embedding_sync: "embedding sync",
   expert: "expert (MoE) comm.",
   optimizer: "optimizer step",
+  host: "waiting on the host (eager MoE layers)",
 };
 export const color = (key) => TERM_COLORS[key] || "#888";
 export const label = (key) => TERM_LABELS[key] || key.replaceAll("_", " ");
