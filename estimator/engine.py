@@ -465,9 +465,10 @@ _FINE_GRAINED_MOE_WARNING = (
     f"were predicted {FINE_GRAINED_MOE_ACCURACY.min_error_pct:+.0f} % to "
     f"{FINE_GRAINED_MOE_ACCURACY.max_error_pct:+.0f} % off (mean |error| "
     f'{FINE_GRAINED_MOE_ACCURACY.mean_abs_error_pct:.0f} %, out of sample; README "Accuracy"); '
-    "the host and launch cost of many small GEMMs, the FP8 experts' per-expert casts and the "
-    "all-to-alls' overlap with compute are not modelled (one published layout's throughput "
-    "moved by 77 % between two releases)"
+    "an eager layer's host time is a floor fitted on one BF16 run; the FP8 experts' per-expert "
+    "casts, the host time a partial CUDA-graph capture leaves and the all-to-alls' overlap with "
+    "compute are not modelled (one published layout's throughput moved by 77 % between two "
+    "releases)"
 )
 
 
