@@ -8,7 +8,11 @@ BF16/FP16), u (H100) and u8 on the dense rows of NVIDIA's DGX Cloud benchmarking
 then x0 jointly on both with u, γ and u8 refitted (``JOINT_PARAMETERS``). Every training row
 is scored by a fit that left its group out (SC21 Table 1: leave-one-out; DGX Cloud:
 leave-one-model-out); every other row is predicted from the fit on the whole training subset,
-which never contains it. The fit is a small
+which never contains it. After them, each constant of one source's hardware or one kind of
+software is fitted on its own family with every other constant fixed (the torchtitan hosts'
+peak, the DeepSpeed presets' compute speed, the host time of an eager Megatron-Core MoE layer)
+and its rows are scored leave-one-out (the MoE host time's one row, left out, without it).
+The fit is a small
 least-squares on relative errors (Gauss-Newton over the engine itself, so every mechanism of the
 model is inside the fit). Bandwidths come from the nominal DGX profile of the row's GPU, never
 from per-row tuning; the row's framework, version and published overlap flags select the
