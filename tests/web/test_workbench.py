@@ -308,6 +308,35 @@ def test_moe_models_choose_their_token_dispatcher(page: Page) -> None:
     expect(form.locator("[name=moe_token_dispatcher]")).to_have_count(0)
 
 
+def test_a_host_bound_moe_estimate_shows_the_wait_and_says_why(page: Page) -> None:
+    """Qwen3-30B-A3B eager on H100s (EP 8 inside a node): its layers are shorter than the host's
+    time to issue them, so the breakdown has a host term, drawn and labelled, and a warning
+    says what lifts it."""
+    open_page(page)
+    fill_scenario(
+        page,
+        {
+            "preset": "qwen3-30b-a3b",
+            "profile": "dgx-h100-nominal",
+            "pipeline": "1",
+            "tensor": "1",
+            "data": "16",
+            "global_batch_size": "128",
+        },
+    )
+    fill_scenario(page, {"expert_parallel": "8"})
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    result = answer.value.json()
+    assert result["breakdown_s"]["host"] > 0
+    legend = page.get_by_test_id("breakdown").locator("table.legend tr")
+    expect(legend.filter(has_text="waiting on the host (eager MoE layers)")).to_have_count(1)
+    [warning] = [w for w in result["warnings"] if w.startswith("host-bound")]
+    expect(page.locator("details.warnings li").filter(has_text="host-bound")).to_have_count(1)
+    assert "cuda_graphs" in warning
+
+
 def test_an_invalid_scenario_shows_the_servers_problem(page: Page) -> None:
     open_page(page)
     fill_scenario(page, {**SMALL, "pipeline": "3"})  # 40 layers do not split over 3 stages
