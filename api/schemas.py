@@ -1272,7 +1272,9 @@ class PlanEntryOut(_Out):
         1, description="tie group (1 = the fastest): iteration times within tie_tolerance"
     )
     communication_s: float = Field(
-        0.0, description="exposed communication seconds (breakdown less compute, bubble, optimizer)"
+        0.0,
+        description="exposed communication seconds (breakdown less compute, bubble, optimizer, "
+        "host)",
     )
     tensor_within_node: bool = Field(True, description="t divides the GPUs per node")
 

@@ -787,14 +787,17 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # dense rule, so the count is averaged over the layers.
     skipped_ar: Num = full * (1.0 - moe_frac * (1.0 - sp)) if stop else 0.0
     skipped_avg: Num = full * (1.0 - moe_frac) if stop else 0.0
+    # A MoE layer's own compute per micro-batch (forward, backward, replay): the eager host
+    # floor below compares it with the host's time.
+    moe_fwd: Num = 0.0
+    moe_bwd: Num = 0.0
+    moe_replay: Num = 0.0
     if moe_frac:
-        layer_fwd = _avg(dense.forward(), moe.forward(), moe_frac)
-        layer_bwd = _avg(dense.backward(), moe.backward(), moe_frac)
-        layer_replay = _avg(
-            dense.replay(full, selective, op_sac, stop),
-            moe.replay(full, selective, op_sac, stop),
-            moe_frac,
-        )
+        moe_fwd, moe_bwd = moe.forward(), moe.backward()
+        moe_replay = moe.replay(full, selective, op_sac, stop)
+        layer_fwd = _avg(dense.forward(), moe_fwd, moe_frac)
+        layer_bwd = _avg(dense.backward(), moe_bwd, moe_frac)
+        layer_replay = _avg(dense.replay(full, selective, op_sac, stop), moe_replay, moe_frac)
         layer_gemm = _avg(
             dense.gemm(full, selective, op_sac, stop),
             moe.gemm(full, selective, op_sac, stop),
@@ -1176,14 +1179,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     host_layer: Num = 0.0
     host_floor = bool(moe_frac and fw.moe_layer_host_s and not fw.cuda_graphs)
     if host_floor:
-        moe_busy = (
-            moe.forward()
-            + moe.backward()
-            + moe.replay(full, selective, op_sac, stop)
-            + tp_exposed_layer
-            + cp_exposed_layer
-            + ep_layer / moe_frac
-        )
+        moe_comp = moe_fwd + moe_bwd + moe_replay
+        moe_busy = moe_comp + tp_exposed_layer + cp_exposed_layer + ep_layer / moe_frac
         host_s = fw.moe_layer_host_s * (1.0 + full * MOE_HOST_FORWARD_SHARE)
         host_layer = moe_frac * _max(host_s - moe_busy, 0.0)
         # The data-parallel stream keeps running while the GPU waits.

@@ -181,11 +181,7 @@ def plan_rows(layouts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         layout = entry.get("layout") or {}
         total = float(entry.get("iteration_time_s") or 0.0)
         breakdown = entry.get("breakdown_s") or {}
-        comm = sum(
-            float(v)
-            for k, v in breakdown.items()
-            if k not in ("compute", "bubble", "optimizer", "host")
-        )
+        comm = float(entry.get("communication_s") or 0.0)  # the server's sum of its comm terms
         rows.append(
             {
                 "rank": entry.get("rank"),
