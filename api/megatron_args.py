@@ -47,6 +47,8 @@ __all__ = ["MEGATRON_VOCAB_DIVISOR", "MegatronArgs", "parse_megatron_args"]
 _LAUNCHER_FLAGS = frozenset({"nproc-per-node", "nnodes"})
 # Settings a log states but a command line does not set this way (listed as ignored).
 _NOT_FLAGS = frozenset({"rampup_batch_size", "world_size", "data_parallel_size"})
+# Flags that take one or more values (Megatron declares them with nargs="+").
+_LIST_FLAGS = frozenset({"cuda_graph_scope"})
 
 
 # What to say when the command line lacks an essential, by setting.
@@ -152,6 +154,8 @@ def _parser() -> _FlagParser:
         spellings = dict.fromkeys(s for n in names for s in (flag_name(n), "--" + n))
         if setting.kind == "bool":
             parser.add_argument(*spellings, dest=setting.name, action="store_true", default=None)
+        elif setting.name in _LIST_FLAGS:  # the values joined by spaces (the table reads them)
+            parser.add_argument(*spellings, dest=setting.name, nargs="+", default=None)
         else:  # the value as written; converted (and its errors named) by the table
             parser.add_argument(*spellings, dest=setting.name, default=None)
     for flag in sorted(_LAUNCHER_FLAGS):
@@ -175,7 +179,11 @@ def _scan(tokens: list[str]) -> tuple[dict[str, str | bool], list[str]]:
         raise ValidationError(flag, None, rule) from None
     except _Refused as exc:
         raise ValidationError("--megatron-args", None, str(exc)) from None
-    found = {key: value for key, value in vars(namespace).items() if value is not None}
+    found = {
+        key: " ".join(value) if isinstance(value, list) else value
+        for key, value in vars(namespace).items()
+        if value is not None
+    }
     unknown = [word.split("=", 1)[0] for word in rest if word.startswith("--")]
     return found, unknown
 

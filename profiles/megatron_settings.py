@@ -16,7 +16,13 @@ reader (``api.megatron_args``: ``--num-layers 96`` flags) and the training-log r
 - use_distributed_optimizer shards the optimizer state: ZeRO stage 1 (Megatron-DeepSpeed
   states its zero_stage);
 - the vocabulary is padded to a multiple of make_vocab_size_divisible_by (128) · t;
-- the data-parallel size is world / (t · p · cp).
+- the data-parallel size is world / (t · p · cp);
+- overlap_grad_reduce hides the gradient reduction (``layout.overlap_dp``), overlap_param_gather
+  the distributed optimizer's parameter all-gather (``training.framework_overrides``);
+- CUDA graphs (cuda_graph_impl local or transformer_engine, or the older enable_cuda_graph /
+  external_cuda_graph) whose cuda_graph_scope captures a MoE layer's router or preprocessing
+  (or whole layers, Megatron's default scope) lift the eager MoE layers' host floor:
+  ``training.framework_overrides.cuda_graphs``.
 
 Pure: no I/O. A value that breaks a rule raises ``ValidationError`` whose field is named by the
 caller's ``field`` function (``--num-layers`` on a command line, ``num_layers`` in a log).
@@ -25,6 +31,7 @@ caller's ``field`` function (``--num-layers`` on a command line, ``num_layers`` 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -51,8 +58,6 @@ class Setting:
     # Read only to say so: what the estimate leaves out when the run turns it on (a note).
     unmodelled: str = ""
 
-
-_NO_HOST_COST = "commest prices no host launch cost, with or without CUDA graphs"
 
 SETTINGS: tuple[Setting, ...] = (
     # model
@@ -128,6 +133,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("deepspeed", "bool", "Megatron-DeepSpeed run"),
     Setting("zero_stage", "int", "DeepSpeed ZeRO stage", minimum=0),
     Setting("overlap_grad_reduce", "bool", "overlapped gradient reduce"),
+    Setting("overlap_param_gather", "bool", "overlapped parameter all-gather"),
     Setting("tp_comm_overlap", "bool", "overlapped tensor-parallel communication"),
     # training
     Setting("micro_batch_size", "int", "micro-batch size", query_parameter="micro_batch_size"),
@@ -151,10 +157,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("grad_reduce_in_bf16", "bool", "bf16 gradient reduction"),
     Setting("accumulate_allreduce_grads_in_fp32", "bool", "fp32 gradient reduction"),
     Setting("fp8_recipe", "str", "fp8 scaling recipe"),
-    # host launch cost: commest prices none, so CUDA graphs change nothing in the estimate
-    Setting("cuda_graph_impl", "str", "CUDA graph capture", unmodelled=_NO_HOST_COST),
-    Setting("enable_cuda_graph", "bool", "CUDA graphs (older Megatron)", unmodelled=_NO_HOST_COST),
+    # CUDA graphs: captured MoE layers are not floored by the host (Framework.cuda_graphs)
+    Setting("cuda_graph_impl", "str", "CUDA graph capture"),
+    Setting("cuda_graph_scope", "str", "what CUDA graphs capture"),
+    Setting("enable_cuda_graph", "bool", "CUDA graphs (older Megatron)"),
+    Setting(
+        "external_cuda_graph", "bool", "CUDA graphs through Transformer Engine (older Megatron)"
+    ),
 )
+# Megatron-LM's --cuda-graph-impl choices (megatron/training/arguments.py).
+CUDA_GRAPH_IMPLS = ("none", "local", "transformer_engine")
+# --cuda-graph-scope values whose graphs take in a MoE layer's router or token preprocessing:
+# whole layers ("full", the default when no scope is given), whole iterations or micro-batches,
+# the MoE block, its router, its preprocessing. "attn", "mlp" and "mamba" leave MoE layers eager.
+_MOE_GRAPH_SCOPES = frozenset(
+    {"full", "full_iteration", "per_microbatch", "moe", "moe_router", "moe_preprocess"}
+)
+_OTHER_GRAPH_SCOPES = frozenset({"attn", "mlp", "mamba"})
 # Per-tensor FP8 scaling (what commest prices); the block-scaled recipes are priced as it.
 _PER_TENSOR_FP8_RECIPES = ("delayed", "tensorwise")
 
@@ -510,6 +529,14 @@ def build_request(
             f"{field_name('fp8_recipe')} {recipe}: priced as per-tensor FP8 (block-scaled "
             "FP8's own casts and GEMM speed are not modelled)"
         )
+    # Framework flags the line turns on over the preset's (megatron-lm leaves both off).
+    overrides: dict[str, bool] = {}
+    if flag("overlap_param_gather"):
+        overrides["overlap_param_gather"] = True
+    if _cuda_graphs(v, field_name, notes, moe=experts is not None and experts > 1):
+        overrides["cuda_graphs"] = True
+    if overrides:
+        training["framework_overrides"] = overrides
     for setting in _UNMODELLED:
         turned_on = v.get(setting.name)
         if turned_on not in (None, False, "none", "None"):
@@ -523,6 +550,52 @@ def build_request(
                 "not stated in the log, Megatron's defaults assumed: " + ", ".join(assumed)
             )
     return out
+
+
+def _cuda_graphs(
+    v: Mapping[str, Value], field_name: FieldName, notes: list[str], *, moe: bool
+) -> bool:
+    """Whether the run's CUDA graphs capture its MoE layers' router or preprocessing (or
+    more), which lifts the eager MoE layers' host floor (``Framework.cuda_graphs``)."""
+    impl = v.get("cuda_graph_impl")
+    where = field_name("cuda_graph_impl")
+    if isinstance(impl, str):
+        impl = impl.strip().lower()
+        if impl not in CUDA_GRAPH_IMPLS:
+            raise ValidationError(where, impl, "must be none, local or transformer_engine")
+    older = [name for name in ("enable_cuda_graph", "external_cuda_graph") if v.get(name) is True]
+    if impl in (None, "none") and not older:
+        return False
+    named = f"{where} {impl}" if impl not in (None, "none") else field_name(older[0])
+    raw_scope = v.get("cuda_graph_scope")
+    # A command line lists scopes ("attn moe_router"), a log prints a list ("['attn', ...]").
+    scopes = re.findall(r"[a-z_]+", raw_scope.lower()) if isinstance(raw_scope, str) else []
+    scopes = [scope for scope in scopes if scope != "none"]
+    unknown = [s for s in scopes if s not in _MOE_GRAPH_SCOPES and s not in _OTHER_GRAPH_SCOPES]
+    if unknown:
+        notes.append(
+            f"{field_name('cuda_graph_scope')} {' '.join(unknown)}: not a scope commest knows; "
+            "taken as leaving the MoE layers eager"
+        )
+    if scopes:
+        named += f" ({field_name('cuda_graph_scope')} {' '.join(scopes)})"
+    captured = not scopes or any(scope in _MOE_GRAPH_SCOPES for scope in scopes)
+    if not moe:
+        notes.append(
+            f"{named}: commest prices host time only for eager MoE layers, so CUDA graphs do "
+            "not change this dense model's estimate"
+        )
+    elif captured:
+        notes.append(
+            f"{named}: the MoE layers' router and preprocessing are captured, so their host "
+            "time is not priced (training.framework_overrides.cuda_graphs)"
+        )
+    else:
+        notes.append(
+            f"{named}: the graphs leave the MoE layers eager, so each still takes at least "
+            "the host's time to issue it (the breakdown's host term)"
+        )
+    return captured
 
 
 def _capacity(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 
 from api.megatron_args import parse_megatron_args
 from estimator.errors import ValidationError
@@ -286,8 +287,9 @@ def test_expert_capacity_is_the_load_factor_only_when_padded_to_it() -> None:
 
 
 def test_performance_flags_commest_does_not_price_get_a_note_each() -> None:
-    """EP overlap, delayed weight gradients, CUDA graphs and block-scaled FP8 are recognised
-    and each named with what the estimate leaves out, not lumped with unknown flags."""
+    """EP overlap, delayed weight gradients and block-scaled FP8 are recognised and each named
+    with what the estimate leaves out, not lumped with unknown flags; CUDA graphs, which the
+    estimate does price (they lift the eager MoE host floor), are named with what they do."""
     line = (
         MIXTRAL_SMALL
         + " --fp8-format hybrid --fp8-recipe blockwise --overlap-moe-expert-parallel-comm"
@@ -298,7 +300,7 @@ def test_performance_flags_commest_does_not_price_get_a_note_each() -> None:
         ("--fp8-recipe blockwise", "priced as per-tensor FP8"),
         ("--overlap-moe-expert-parallel-comm", "priced exposed"),
         ("--delay-wgrad-compute", "priced where the backward pass runs them"),
-        ("--cuda-graph-impl transformer_engine", "no host launch cost"),
+        ("--cuda-graph-impl transformer_engine", "host time is not priced"),
     ):
         assert any(note.startswith(flag + ":") and says in note for note in notes), flag
     assert not any("ignored" in note and "overlap-moe" in note for note in notes), (
@@ -310,3 +312,104 @@ def test_performance_flags_commest_does_not_price_get_a_note_each() -> None:
         vocab_size=32000,
     ).notes
     assert not any("fp8-recipe" in n or "cuda-graph" in n for n in quiet)
+
+
+# Megatron-LM examples/moe_recipes: Qwen3-30B-A3B, EP 8 inside each node, eager (32 GPUs).
+QWEN3_30B = """
+torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --use-mcore-models
+    --num-layers 48 --hidden-size 2048 --ffn-hidden-size 6144 --num-attention-heads 32
+    --group-query-attention --num-query-groups 4 --kv-channels 128 --qk-layernorm
+    --seq-length 4096 --max-position-embeddings 4096 --swiglu --disable-bias-linear
+    --untie-embeddings-and-output-weights --num-experts 128 --moe-router-topk 8
+    --moe-ffn-hidden-size 768 --moe-token-dispatcher-type flex --moe-grouped-gemm
+    --expert-model-parallel-size 8 --tensor-model-parallel-size 1
+    --micro-batch-size 1 --global-batch-size 256 --bf16 --use-distributed-optimizer
+    --overlap-grad-reduce --overlap-param-gather
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "captured"),
+    [
+        ("", None),
+        ("--cuda-graph-impl none", None),
+        ("--cuda-graph-impl none --cuda-graph-scope moe_router", None),
+        ("--cuda-graph-impl transformer_engine", True),  # Megatron's default scope: whole layers
+        ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn", None),
+        ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn mamba", None),
+        ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn moe_router", True),
+        ("--cuda-graph-impl local --cuda-graph-scope moe_preprocess", True),
+        ("--cuda-graph-impl local --cuda-graph-scope full_iteration", True),
+        ("--enable-cuda-graph", True),
+        ("--external-cuda-graph --cuda-graph-scope attn", None),
+    ],
+)
+def test_cuda_graphs_that_capture_a_moe_layer_lift_its_host_floor(
+    flags: str, captured: bool | None
+) -> None:
+    """--cuda-graph-impl with a scope that takes in the MoE router or preprocessing (or whole
+    layers, the default) sets training.framework_overrides.cuda_graphs; a scope of attention
+    only leaves the MoE layers eager, and says so."""
+    parsed = parse_megatron_args(QWEN3_30B + " " + flags, vocab_size=151936)
+    overrides = parsed.request["training"]["framework_overrides"]
+    # The line's --overlap-param-gather is a framework flag too.
+    assert overrides == {
+        "overlap_param_gather": True,
+        **({"cuda_graphs": True} if captured else {}),
+    }
+    graph_notes = [n for n in parsed.notes if "graph" in n]
+    if "none" in flags or not flags:
+        assert graph_notes == []
+    elif captured:
+        assert len(graph_notes) == 1 and "host time is not priced" in graph_notes[0]
+    else:
+        assert len(graph_notes) == 1 and "leave the MoE layers eager" in graph_notes[0]
+
+
+def test_the_estimate_of_a_graphed_moe_line_has_no_host_wait(client: TestClient) -> None:
+    """End to end: the eager Qwen3-30B-A3B line waits on the host (breakdown term host), the
+    same line with the router and preprocessing graphed does not, and is faster for it."""
+
+    def estimate(flags: str) -> dict[str, float]:
+        parsed = parse_megatron_args(QWEN3_30B + " " + flags, vocab_size=151936)
+        body = {**parsed.request, "cluster": {"profile": "dgx-h100-nominal"}}
+        response = client.post("/v1/estimates", json=body)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        return {"host": answer["breakdown_s"]["host"], "total": answer["iteration_time_s"]}
+
+    eager = estimate("")
+    graphed = estimate("--cuda-graph-impl transformer_engine --cuda-graph-scope attn moe_router")
+    attention_only = estimate("--cuda-graph-impl transformer_engine --cuda-graph-scope attn")
+    assert eager["host"] > 0.05 * eager["total"]
+    assert graphed["host"] == 0.0
+    # Faster by at most the wait: the wait had also hidden data-parallel time under it.
+    assert eager["total"] - eager["host"] <= graphed["total"] < eager["total"]
+    assert attention_only == eager
+
+
+def test_a_cuda_graph_impl_megatron_does_not_have_is_refused_by_name() -> None:
+    with pytest.raises(ValidationError, match="--cuda-graph-impl") as caught:
+        parse_megatron_args(QWEN3_30B + " --cuda-graph-impl cudnn", vocab_size=151936)
+    assert "none, local or transformer_engine" in str(caught.value)
+
+
+def test_an_unknown_cuda_graph_scope_is_named_and_leaves_moe_layers_eager() -> None:
+    parsed = parse_megatron_args(
+        QWEN3_30B + " --cuda-graph-impl transformer_engine --cuda-graph-scope attn dense_mlp",
+        vocab_size=151936,
+    )
+    assert "cuda_graphs" not in parsed.request["training"]["framework_overrides"]
+    assert any(n.startswith("--cuda-graph-scope dense_mlp: not a scope") for n in parsed.notes)
+
+
+def test_overlap_param_gather_is_read_as_the_framework_flag_not_ignored() -> None:
+    """--overlap-param-gather hides the distributed optimizer's parameter all-gather under the
+    next forward pass: the megatron-lm preset leaves it off, so the line turns it on."""
+    parsed = parse_megatron_args(QWEN3_30B, vocab_size=151936)
+    assert parsed.request["training"]["framework_overrides"] == {"overlap_param_gather": True}
+    assert not any("--overlap-param-gather" in note for note in parsed.notes)
+    without = parse_megatron_args(
+        QWEN3_30B.replace("--overlap-param-gather", ""), vocab_size=151936
+    )
+    assert "framework_overrides" not in without.request["training"]

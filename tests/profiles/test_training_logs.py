@@ -340,3 +340,29 @@ def test_a_logs_performance_settings_commest_does_not_price_are_noted_only_when_
         "Qwen3-30B-A3B run found 36.6 % of its communication hidden with it)"
     ]
     assert not any("cuda_graph" in n or "delay_wgrad" in n or "capacity" in n for n in parsed.notes)
+
+
+@pytest.mark.parametrize(
+    ("scope", "captured"),
+    [("['attn']", False), ("['attn', 'moe_router']", True), ("[]", True)],
+)
+def test_a_logs_cuda_graph_scope_list_is_read_as_megatron_prints_it(
+    scope: str, captured: bool
+) -> None:
+    """A log prints cuda_graph_scope as a Python list; graphs that take in the MoE router (or
+    whole layers: an empty list is Megatron's default) set framework_overrides.cuda_graphs,
+    and on a dense model the note says they change nothing."""
+    extra = (
+        "  cuda_graph_impl ................................. transformer_engine\n"
+        f"  cuda_graph_scope ................................ {scope}\n"
+    )
+    text = _text(GPT2).replace(
+        "  num_layers ...................................... 24\n",
+        "  num_layers ...................................... 24\n" + extra,
+    )
+    assert text != _text(GPT2)
+    parsed = parse_training_log(text)
+    overrides = parsed.request["training"].get("framework_overrides")
+    assert overrides == ({"cuda_graphs": True} if captured else None)
+    graph_notes = [n for n in parsed.notes if n.startswith("cuda_graph_impl transformer_engine")]
+    assert len(graph_notes) == 1 and "dense model" in graph_notes[0]
