@@ -48,7 +48,7 @@ _LAUNCHER_FLAGS = frozenset({"nproc-per-node", "nnodes"})
 # Settings a log states but a command line does not set this way (listed as ignored).
 _NOT_FLAGS = frozenset({"rampup_batch_size", "world_size", "data_parallel_size"})
 # Flags that take one or more values (Megatron declares them with nargs="+").
-_LIST_FLAGS = frozenset({"cuda_graph_scope"})
+_LIST_FLAGS = frozenset({"cuda_graph_scope", "recompute_modules"})
 
 
 # What to say when the command line lacks an essential, by setting.

@@ -146,6 +146,15 @@ SETTINGS: tuple[Setting, ...] = (
         aliases=("activations_checkpoint_granularity",),
         query_parameter="recompute",
     ),
+    Setting("recompute_method", "str", "full recompute method (uniform or block)"),
+    Setting(
+        "recompute_num_layers",
+        "int",
+        "layers per full-recompute group or block",
+        aliases=("activations_checkpoint_num_layers",),
+        minimum=0,
+    ),
+    Setting("recompute_modules", "str", "modules selective recompute replays"),
     Setting("recompute_activations", "bool", "selective recompute"),
     Setting("checkpoint_activations", "bool", "full recompute (older Megatron)"),
     Setting("activations_checkpoint_method", "str", "full recompute method (older Megatron)"),
@@ -426,6 +435,10 @@ def build_request(
         )
 
     recompute = _recompute(v, field_name, notes)
+    if layers is not None and pipeline is not None and virtual is not None:
+        recompute = _recompute_extent(
+            v, field_name, notes, recompute, layers // pipeline // virtual
+        )
     precision = _precision(v, field_name, notes, out, in_log=in_log)
 
     model = out.model
@@ -650,6 +663,43 @@ def _recompute(v: Mapping[str, Value], field_name: FieldName, notes: list[str]) 
         notes.append(f"activations_checkpoint_method {method} (older Megatron): full recompute")
         return "full"
     return "none"
+
+
+def _recompute_extent(
+    v: Mapping[str, Value], field_name: FieldName, notes: list[str], recompute: str, chunk: int
+) -> str:
+    """What of a layer Megatron's recompute covers, against what commest prices: full recompute
+    of every layer, or selective recompute of the attention core (Korthikanti et al. 2022).
+
+    ``chunk`` is the layers of one (virtual) pipeline stage: ``recompute_method block`` replays
+    the first ``recompute_num_layers`` of each and keeps the others' activations."""
+    method_name = "recompute_method" if "recompute_method" in v else "activations_checkpoint_method"
+    if recompute == "full" and v.get(method_name) == "block":
+        count = v.get("recompute_num_layers")
+        if isinstance(count, int) and count == 0:
+            notes.append(
+                f"{field_name(method_name)} block with "
+                f"{field_name('recompute_num_layers')} 0: no layer is recomputed"
+            )
+            return "none"
+        if isinstance(count, int) and count < chunk:
+            notes.append(
+                f"{field_name(method_name)} block with "
+                f"{field_name('recompute_num_layers')} {count}: Megatron replays {count} of "
+                f"each stage's {chunk} layers; commest replays all {chunk} (partial recompute "
+                "is not modelled), so the estimate is slower and its activation memory lower "
+                "than the run's"
+            )
+    modules = v.get("recompute_modules")
+    if recompute == "selective" and isinstance(modules, str):
+        named = [m for m in re.findall(r"[a-z_]+", modules.lower()) if m != "none"]
+        if named and named != ["core_attn"]:
+            notes.append(
+                f"{field_name('recompute_modules')} {' '.join(named)}: priced as selective "
+                "recompute of the attention core (core_attn, Megatron's default); other "
+                "modules' replay is not modelled"
+            )
+    return recompute
 
 
 def _precision(

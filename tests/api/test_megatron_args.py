@@ -153,7 +153,8 @@ def test_recompute_flags() -> None:
         vocab_size=1,
     )
     assert full.request["training"]["recompute"] == "full"
-    assert "--recompute-method" in full.notes[0]
+    # Read, not ignored: uniform recompute replays every layer, as commest prices it.
+    assert not any("--recompute-method" in note for note in full.notes)
 
 
 def test_missing_vocab_names_the_flag_to_add() -> None:
@@ -413,3 +414,57 @@ def test_overlap_param_gather_is_read_as_the_framework_flag_not_ignored() -> Non
         QWEN3_30B.replace("--overlap-param-gather", ""), vocab_size=151936
     )
     assert "framework_overrides" not in without.request["training"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "recompute", "says"),
+    [
+        (
+            "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+            "full",
+            None,
+        ),
+        (
+            "--recompute-granularity full --recompute-method block --recompute-num-layers 48",
+            "full",
+            None,
+        ),
+        (
+            "--recompute-granularity full --recompute-method block --recompute-num-layers 5",
+            "full",
+            "Megatron replays 5 of each stage's 48 layers; commest replays all 48",
+        ),
+        (
+            "--recompute-granularity full --recompute-method block --recompute-num-layers 0",
+            "none",
+            "no layer is recomputed",
+        ),
+        (
+            "--pipeline-model-parallel-size 4 --recompute-granularity full "
+            "--recompute-method block --recompute-num-layers 5",
+            "full",
+            "Megatron replays 5 of each stage's 12 layers",
+        ),
+        ("--recompute-granularity selective --recompute-modules core_attn", "selective", None),
+        (
+            "--recompute-granularity selective --recompute-modules moe_act layernorm",
+            "selective",
+            "--recompute-modules moe_act layernorm: priced as selective recompute of the "
+            "attention core",
+        ),
+    ],
+)
+def test_partial_recompute_is_named_with_what_the_estimate_prices_instead(
+    flags: str, recompute: str, says: str | None
+) -> None:
+    """Megatron's block recompute replays only the first N layers of each stage and its
+    selective recompute can name other modules than the attention core: commest prices full
+    or attention-core recompute, and a note says so rather than the flags being ignored."""
+    parsed = parse_megatron_args(QWEN3_30B + " " + flags, vocab_size=151936, gpus=32)
+    assert parsed.request["training"]["recompute"] == recompute
+    recompute_notes = [n for n in parsed.notes if n.startswith("--recompute")]
+    assert not any("recompute" in n for n in parsed.notes if n.startswith("ignored"))
+    if says is None:
+        assert recompute_notes == []
+    else:
+        assert len(recompute_notes) == 1 and says in recompute_notes[0], recompute_notes

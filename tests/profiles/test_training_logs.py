@@ -366,3 +366,46 @@ def test_a_logs_cuda_graph_scope_list_is_read_as_megatron_prints_it(
     assert overrides == ({"cuda_graphs": True} if captured else None)
     graph_notes = [n for n in parsed.notes if n.startswith("cuda_graph_impl transformer_engine")]
     assert len(graph_notes) == 1 and "dense model" in graph_notes[0]
+
+
+@pytest.mark.parametrize(
+    ("settings", "recompute", "says"),
+    [
+        (
+            ("full", "block", "4", None),
+            "full",
+            "recompute_method block with recompute_num_layers 4",
+        ),
+        (("full", "uniform", "1", None), "full", None),
+        (("selective", "None", "1", "['core_attn']"), "selective", None),
+        (("selective", "None", "1", "['moe_act', 'layernorm']"), "selective", "moe_act layernorm"),
+    ],
+)
+def test_a_logs_partial_recompute_settings_are_named(
+    settings: tuple[str, str, str, str | None], recompute: str, says: str | None
+) -> None:
+    """The log's recompute_method / recompute_num_layers / recompute_modules (a printed list)
+    are read as the command line's: block recompute of 4 of a stage's 12 layers is priced as
+    every layer's and said so; modules other than the attention core are named."""
+    granularity, method, count, modules = settings
+    block = (
+        f"  recompute_granularity ........................... {granularity}\n"
+        f"  recompute_method ................................ {method}\n"
+        f"  recompute_num_layers ............................ {count}\n"
+    )
+    if modules is not None:
+        block += f"  recompute_modules ............................... {modules}\n"
+    text = _text(GPT2).replace(
+        "  recompute_granularity ........................... None\n"
+        "  recompute_method ................................ None\n"
+        "  recompute_num_layers ............................ 1\n",
+        block,
+    )
+    assert text != _text(GPT2)
+    parsed = parse_training_log(text)
+    assert parsed.request["training"]["recompute"] == recompute
+    notes = [n for n in parsed.notes if n.startswith("recompute_")]
+    if says is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and says in notes[0], notes
