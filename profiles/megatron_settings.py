@@ -12,9 +12,14 @@ reader (``api.megatron_args``: ``--num-layers 96`` flags) and the training-log r
 - with bf16 gradients are all-reduced in fp32 unless grad_reduce_in_bf16;
 - recompute_activations is selective recompute; checkpoint_activations (older Megatron) and
   activations_checkpoint_method without a granularity (older Megatron) are full recompute;
+  block recompute of fewer layers than a stage holds, and recompute_modules other than
+  core_attn, are priced as full / attention-core recompute and named in a note;
 - num_layers_per_virtual_pipeline_stage k gives v = l / p / k interleaved stages;
 - use_distributed_optimizer shards the optimizer state: ZeRO stage 1 (Megatron-DeepSpeed
-  states its zero_stage);
+  states its zero_stage; Megatron-FSDP's data_parallel_sharding_strategy names its stage, and
+  PyTorch FSDP2 is stage 3);
+- account_for_embedding/loss_in_pipeline_split count the embedding / the loss as a layer of
+  the split: the first / last stage holds one layer fewer;
 - the vocabulary is padded to a multiple of make_vocab_size_divisible_by (128) · t;
 - the data-parallel size is world / (t · p · cp);
 - overlap_grad_reduce hides the gradient reduction (``layout.overlap_dp``), overlap_param_gather
@@ -128,8 +133,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("decoder_first_pipeline_num_layers", "int", "layers on the first stage"),
     Setting("decoder_last_pipeline_num_layers", "int", "layers on the last stage"),
+    Setting("account_for_embedding_in_pipeline_split", "bool", "embedding counted as a layer"),
+    Setting("account_for_loss_in_pipeline_split", "bool", "loss counted as a layer"),
     Setting("sequence_parallel", "bool", "sequence parallel"),
     Setting("use_distributed_optimizer", "bool", "distributed optimizer"),
+    Setting("use_megatron_fsdp", "bool", "Megatron-FSDP", aliases=("use_custom_fsdp",)),
+    Setting("data_parallel_sharding_strategy", "str", "Megatron-FSDP sharding strategy"),
+    Setting("use_torch_fsdp2", "bool", "PyTorch FSDP2 data parallelism"),
     Setting("deepspeed", "bool", "Megatron-DeepSpeed run"),
     Setting("zero_stage", "int", "DeepSpeed ZeRO stage", minimum=0),
     Setting("overlap_grad_reduce", "bool", "overlapped gradient reduce"),
@@ -495,7 +505,7 @@ def build_request(
     layout["tensor"] = tensor
     if data is not None:
         layout["data"] = data
-    zero = num("zero_stage") if flag("deepspeed") else None
+    zero = num("zero_stage") if flag("deepspeed") else _fsdp_stage(v, field_name)
     layout.update(
         {
             "virtual_stages": virtual,
@@ -519,6 +529,8 @@ def build_request(
         value = num(name)
         if value is not None:
             layout[key] = value
+    if layers is not None and pipeline is not None and pipeline > 1:
+        layout.update(_split_accounting(v, field_name, layers, pipeline, virtual or 1))
 
     training = out.training
     if global_batch is not None:
@@ -563,6 +575,65 @@ def build_request(
                 "not stated in the log, Megatron's defaults assumed: " + ", ".join(assumed)
             )
     return out
+
+
+# Megatron-FSDP's --data-parallel-sharding-strategy -> the ZeRO stage it equals.
+_FSDP_SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+
+
+def _fsdp_stage(v: Mapping[str, Value], field_name: FieldName) -> int | None:
+    """The ZeRO stage of Megatron-FSDP's sharding strategy (or of PyTorch FSDP2, which shards
+    parameters, gradients and optimizer states: 3); None without either, or with no_shard,
+    which leaves the distributed optimizer's rule."""
+    if v.get("use_torch_fsdp2") is True:
+        return 3
+    if v.get("use_megatron_fsdp") is not True:
+        return None
+    raw = v.get("data_parallel_sharding_strategy")
+    strategy = raw.strip().lower() if isinstance(raw, str) else "no_shard"  # Megatron's default
+    if strategy not in _FSDP_SHARDING:
+        raise ValidationError(
+            field_name("data_parallel_sharding_strategy"),
+            raw,
+            "must be " + ", ".join(_FSDP_SHARDING),
+        )
+    return _FSDP_SHARDING[strategy] or None
+
+
+def _split_accounting(
+    v: Mapping[str, Value], field_name: FieldName, layers: int, pipeline: int, virtual: int
+) -> dict[str, int]:
+    """First/last stage layers when the embedding or the loss counts as a layer of the split
+    (Megatron-Core ``account_for_embedding_in_pipeline_split`` / ``..._loss_...``): the
+    (virtual) stages split num_layers + 1 (+ 1) evenly, the first chunk one layer short for the
+    embedding, the last one for the loss."""
+    embedding = v.get("account_for_embedding_in_pipeline_split") is True
+    loss = v.get("account_for_loss_in_pipeline_split") is True
+    if not (embedding or loss):
+        return {}
+    flag = field_name(
+        "account_for_embedding_in_pipeline_split"
+        if embedding
+        else "account_for_loss_in_pipeline_split"
+    )
+    for explicit in ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"):
+        if v.get(explicit) is not None:
+            raise ValidationError(flag, True, f"cannot be combined with {field_name(explicit)}")
+    total = layers + int(embedding) + int(loss)
+    if total % (pipeline * virtual):
+        raise ValidationError(
+            flag,
+            True,
+            f"num_layers + {int(embedding) + int(loss)} = {total} must be a multiple of "
+            f"pipeline · virtual stages = {pipeline * virtual}",
+        )
+    per_stage = total // pipeline
+    split: dict[str, int] = {}
+    if embedding:
+        split["first_stage_layers"] = per_stage - 1
+    if loss:
+        split["last_stage_layers"] = per_stage - 1
+    return split
 
 
 def _cuda_graphs(

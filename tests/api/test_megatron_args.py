@@ -468,3 +468,108 @@ def test_partial_recompute_is_named_with_what_the_estimate_prices_instead(
         assert recompute_notes == []
     else:
         assert len(recompute_notes) == 1 and says in recompute_notes[0], recompute_notes
+
+
+# Megatron-LM examples/moe_recipes: Qwen3-235B-A22B on 256 H100s (TP 2, PP 8, VP 4, EP 32).
+QWEN3_235B = """
+torchrun --nproc_per_node 8 --nnodes 32 pretrain_gpt.py --use-mcore-models
+    --num-layers 94 --hidden-size 4096 --ffn-hidden-size 12288 --num-attention-heads 64
+    --group-query-attention --num-query-groups 4 --kv-channels 128 --seq-length 4096
+    --max-position-embeddings 4096 --swiglu --untie-embeddings-and-output-weights
+    --num-experts 128 --moe-router-topk 8 --moe-ffn-hidden-size 1536
+    --tensor-model-parallel-size 2 --pipeline-model-parallel-size 8
+    --virtual-pipeline-model-parallel-size 4 --expert-model-parallel-size 32
+    --expert-tensor-parallel-size 1 --sequence-parallel
+    --micro-batch-size 1 --global-batch-size 8192 --bf16 --use-distributed-optimizer
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "first", "last"),
+    [
+        ("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split", 11, 11),
+    ],
+)
+def test_embedding_and_loss_counted_in_the_pipeline_split_give_uneven_stages(
+    flags: str, first: int, last: int
+) -> None:
+    """(94 + 2) layers over 8 stages of 4 chunks: 3 a chunk, the first chunk one short for the
+    embedding and the last for the loss, so the first and last stages hold 11, the others 12
+    (Megatron-Core's account_for_*_in_pipeline_split)."""
+    layout = parse_megatron_args(QWEN3_235B + " " + flags, vocab_size=151936).request["layout"]
+    assert (layout["first_stage_layers"], layout["last_stage_layers"]) == (first, last)
+
+
+def test_one_accounted_end_needs_the_split_to_divide_and_no_explicit_stage_sizes() -> None:
+    # 94 + 1 = 95 does not split over 8·4 chunks.
+    with pytest.raises(ValidationError, match="account-for-embedding") as uneven:
+        parse_megatron_args(
+            QWEN3_235B + " --account-for-embedding-in-pipeline-split", vocab_size=151936
+        )
+    assert "95 must be a multiple of pipeline · virtual stages = 32" in str(uneven.value)
+    with pytest.raises(ValidationError, match="decoder-first-pipeline-num-layers"):
+        parse_megatron_args(
+            QWEN3_235B.replace("--num-layers 94", "--num-layers 95")
+            + " --account-for-embedding-in-pipeline-split --decoder-first-pipeline-num-layers 11",
+            vocab_size=151936,
+        )
+    # 95 + 1 = 96 splits: the first stage 12 - 1 = 11 layers, no last-stage change.
+    layout = parse_megatron_args(
+        QWEN3_235B.replace("--num-layers 94", "--num-layers 95")
+        + " --account-for-embedding-in-pipeline-split",
+        vocab_size=151936,
+    ).request["layout"]
+    assert layout["first_stage_layers"] == 11 and "last_stage_layers" not in layout
+
+
+def test_a_235b_line_with_its_split_estimates_like_the_recorded_layout(client: TestClient) -> None:
+    """The line's uneven split is one the engine takes (first/last stages 11 of 94 layers)."""
+    parsed = parse_megatron_args(
+        QWEN3_235B
+        + " --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
+        vocab_size=151936,
+    )
+    body = {**parsed.request, "cluster": {"profile": "dgx-h100-nominal"}}
+    response = client.post("/v1/estimates", json=body)
+    assert response.status_code == 200, response.text
+    stated = parse_megatron_args(
+        QWEN3_235B
+        + " --decoder-first-pipeline-num-layers 11 --decoder-last-pipeline-num-layers 11",
+        vocab_size=151936,
+    )
+    same = client.post(
+        "/v1/estimates", json={**stated.request, "cluster": {"profile": "dgx-h100-nominal"}}
+    )
+    assert same.status_code == 200, same.text
+    assert response.json()["iteration_time_s"] == same.json()["iteration_time_s"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "zero"),
+    [
+        ("", 1),  # the distributed optimizer
+        ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params", 3),
+        ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", 2),
+        ("--use-megatron-fsdp --data-parallel-sharding-strategy optim", 1),
+        ("--use-megatron-fsdp --data-parallel-sharding-strategy no_shard", 1),
+        ("--use-megatron-fsdp", 1),  # Megatron's default strategy: no_shard
+        ("--use-custom-fsdp --data-parallel-sharding-strategy optim_grads_params", 3),
+        ("--data-parallel-sharding-strategy optim_grads_params", 1),  # without Megatron-FSDP
+        ("--use-torch-fsdp2", 3),
+    ],
+)
+def test_megatron_fsdp_sharding_strategies_are_zero_stages(flags: str, zero: int) -> None:
+    """Megatron-FSDP's sharding strategy names what it shards: optimizer states (ZeRO-1), and
+    gradients (2), and parameters (3); PyTorch FSDP2 shards all three."""
+    parsed = parse_megatron_args(QWEN3_30B + " " + flags, vocab_size=151936)
+    assert parsed.request["layout"]["zero_stage"] == zero
+    assert not any("fsdp" in n or "sharding" in n for n in parsed.notes if n.startswith("ignored"))
+
+
+def test_an_unknown_megatron_fsdp_strategy_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValidationError, match="--data-parallel-sharding-strategy") as caught:
+        parse_megatron_args(
+            QWEN3_30B + " --use-megatron-fsdp --data-parallel-sharding-strategy full_shard",
+            vocab_size=151936,
+        )
+    assert "optim_grads_params" in str(caught.value)
