@@ -46,9 +46,18 @@ __all__ = ["MEGATRON_VOCAB_DIVISOR", "MegatronArgs", "parse_megatron_args"]
 # torchrun's flags that give the world size (launcher flags, not Megatron settings).
 _LAUNCHER_FLAGS = frozenset({"nproc-per-node", "nnodes"})
 # Settings a log states but a command line does not set this way (listed as ignored).
-_NOT_FLAGS = frozenset({"rampup_batch_size", "world_size", "data_parallel_size"})
+_NOT_FLAGS = frozenset(
+    {
+        "rampup_batch_size",
+        "world_size",
+        "data_parallel_size",
+        # on by default: a command line turns them off with their --no- flag
+        "overlap_p2p_comm",
+        "gradient_accumulation_fusion",
+    }
+)
 # Flags that take one or more values (Megatron declares them with nargs="+").
-_LIST_FLAGS = frozenset({"cuda_graph_scope", "recompute_modules"})
+_LIST_FLAGS = frozenset({"cuda_graph_scope", "recompute_modules", "cp_comm_type"})
 
 
 # What to say when the command line lacks an essential, by setting.
@@ -230,7 +239,7 @@ def parse_megatron_args(
     notes: list[str] = []
     if unknown:
         notes.append(f"ignored {len(unknown)} flag(s) commest does not model: {' '.join(unknown)}")
-    values: dict[str, Value] = {name: False for name in BOOL_SETTINGS}
+    values: dict[str, Value] = {name: False for name in BOOL_SETTINGS if name not in _NOT_FLAGS}
     for key, raw in found.items():
         setting = setting_for(key)
         if setting is not None:

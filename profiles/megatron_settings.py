@@ -23,7 +23,9 @@ reader (``api.megatron_args``: ``--num-layers 96`` flags) and the training-log r
 - the vocabulary is padded to a multiple of make_vocab_size_divisible_by (128) · t;
 - the data-parallel size is world / (t · p · cp);
 - overlap_grad_reduce hides the gradient reduction (``layout.overlap_dp``), overlap_param_gather
-  the distributed optimizer's parameter all-gather (``training.framework_overrides``);
+  the distributed optimizer's parameter all-gather (``training.framework_overrides``); the
+  on-by-default gradient_accumulation_fusion and overlap_p2p_comm (a log prints their value,
+  a command line has --no- flags) turned off are framework overrides too;
 - CUDA graphs (cuda_graph_impl local or transformer_engine, or the older enable_cuda_graph /
   external_cuda_graph) whose cuda_graph_scope captures a MoE layer's router or preprocessing
   (or whole layers, Megatron's default scope) lift the eager MoE layers' host floor:
@@ -145,6 +147,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("overlap_grad_reduce", "bool", "overlapped gradient reduce"),
     Setting("overlap_param_gather", "bool", "overlapped parameter all-gather"),
     Setting("tp_comm_overlap", "bool", "overlapped tensor-parallel communication"),
+    # Megatron's on-by-default switches: a log prints the value, a command line the --no- flag.
+    Setting("overlap_p2p_comm", "bool", "overlapped pipeline sends (a log's value)"),
+    Setting("no_overlap_p2p_communication", "bool", "pipeline sends not overlapped"),
+    Setting("gradient_accumulation_fusion", "bool", "fused gradient accumulation (a log's value)"),
+    Setting("no_gradient_accumulation_fusion", "bool", "gradients accumulated by their own pass"),
+    Setting("cp_comm_type", "str", "context-parallel communication"),
     # training
     Setting("micro_batch_size", "int", "micro-batch size", query_parameter="micro_batch_size"),
     Setting("global_batch_size", "int", "global batch size", query_parameter="global_batch_size"),
@@ -558,6 +566,13 @@ def build_request(
     overrides: dict[str, bool] = {}
     if flag("overlap_param_gather"):
         overrides["overlap_param_gather"] = True
+    # Only the interleaved schedule overlaps its sends (older Megatron: off unless asked).
+    p2p_off = flag("no_overlap_p2p_communication") or v.get("overlap_p2p_comm") is False
+    if p2p_off and virtual is not None and virtual > 1:
+        overrides["overlap_p2p"] = False
+    if flag("no_gradient_accumulation_fusion") or v.get("gradient_accumulation_fusion") is False:
+        overrides["grad_accum_fusion"] = False
+    _cp_comm_type(v, field_name, notes, context)
     if _cuda_graphs(v, field_name, notes, moe=experts is not None and experts > 1):
         overrides["cuda_graphs"] = True
     if overrides:
@@ -598,6 +613,23 @@ def _fsdp_stage(v: Mapping[str, Value], field_name: FieldName) -> int | None:
             "must be " + ", ".join(_FSDP_SHARDING),
         )
     return _FSDP_SHARDING[strategy] or None
+
+
+def _cp_comm_type(
+    v: Mapping[str, Value], field_name: FieldName, notes: list[str], context: int | None
+) -> None:
+    """Megatron's context parallelism other than the ring (p2p, the default, as priced) is
+    named: a2a (Ulysses-style all-to-all), allgather and a2a+p2p are priced as the ring."""
+    raw = v.get("cp_comm_type")
+    if not isinstance(raw, str) or not context or context < 2:
+        return
+    kinds = sorted(set(re.findall(r"[a-z0-9_+]+", raw.lower())) - {"p2p", "none"})
+    if kinds:
+        notes.append(
+            f"{field_name('cp_comm_type')} {' '.join(kinds)}: priced as the ring (p2p) exchange "
+            "of K/V under the attention kernel; other context-parallel communication is not "
+            "modelled"
+        )
 
 
 def _split_accounting(

@@ -573,3 +573,65 @@ def test_an_unknown_megatron_fsdp_strategy_is_refused_with_the_known_ones() -> N
             vocab_size=151936,
         )
     assert "optim_grads_params" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("flags", "overrides"),
+    [
+        ("", {}),
+        ("--no-gradient-accumulation-fusion", {"grad_accum_fusion": False}),
+        ("--no-overlap-p2p-communication", {}),  # no interleaving: nothing to overlap
+        (
+            "--num-layers-per-virtual-pipeline-stage 3 --no-overlap-p2p-communication",
+            {"overlap_p2p": False},
+        ),
+        (
+            "--no-gradient-accumulation-fusion --no-overlap-p2p-communication "
+            "--virtual-pipeline-model-parallel-size 2",
+            {"grad_accum_fusion": False, "overlap_p2p": False},
+        ),
+    ],
+)
+def test_megatrons_on_by_default_switches_turned_off_become_framework_flags(
+    flags: str, overrides: dict[str, bool]
+) -> None:
+    """Gradient-accumulation fusion and the interleaved schedule's p2p overlap are on in
+    Megatron (and in the megatron-lm preset) unless a --no- flag turns them off; the p2p
+    overlap only matters, and is only set, with interleaving."""
+    parsed = parse_megatron_args(GPT3_175B + " " + flags, gpus=1024, vocab_size=50257)
+    assert parsed.request["training"].get("framework_overrides", {}) == overrides
+    assert not any("--no-" in note for note in parsed.notes if note.startswith("ignored"))
+
+
+def test_no_gradient_accumulation_fusion_costs_time_in_the_estimate(client: TestClient) -> None:
+    """Without the fusion Megatron adds each micro-batch's weight gradients in a pass of its
+    own: the same line estimates slower."""
+
+    def seconds(flags: str) -> float:
+        parsed = parse_megatron_args(GPT3_175B + " " + flags, gpus=1024, vocab_size=50257)
+        body = {**parsed.request, "cluster": {"profile": "dgx-a100-nominal"}}
+        response = client.post("/v1/estimates", json=body)
+        assert response.status_code == 200, response.text
+        return float(response.json()["iteration_time_s"])
+
+    assert seconds("--no-gradient-accumulation-fusion") > seconds("")
+
+
+@pytest.mark.parametrize(
+    ("flags", "noted"),
+    [
+        ("--context-parallel-size 2 --cp-comm-type a2a", True),
+        ("--context-parallel-size 2 --cp-comm-type p2p", False),
+        ("--context-parallel-size 2 --cp-comm-type p2p a2a+p2p", True),
+        ("--cp-comm-type a2a", False),  # no context parallelism: nothing to say
+    ],
+)
+def test_context_parallel_communication_other_than_the_ring_is_named(
+    flags: str, noted: bool
+) -> None:
+    line = LLAMA3_8B_FP8.replace("--context-parallel-size 1", "") + " " + flags
+    parsed = parse_megatron_args(line, gpus=16)
+    notes = [n for n in parsed.notes if n.startswith("--cp-comm-type")]
+    assert len(notes) == int(noted)
+    if noted:
+        assert "priced as the ring (p2p)" in notes[0]

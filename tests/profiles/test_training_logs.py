@@ -409,3 +409,17 @@ def test_a_logs_partial_recompute_settings_are_named(
         assert notes == []
     else:
         assert len(notes) == 1 and says in notes[0], notes
+
+
+def test_a_logs_gradient_accumulation_fusion_off_is_the_framework_flag() -> None:
+    """A log prints the switch's value: False (Megatron-FSDP runs turn it off) sets
+    framework_overrides.grad_accum_fusion, True (this log's) leaves the preset's."""
+    on = parse_training_log(_text(GPT2))
+    assert "framework_overrides" not in on.request["training"]
+    off_text = _text(GPT2).replace(
+        "  gradient_accumulation_fusion .................... True\n",
+        "  gradient_accumulation_fusion .................... False\n",
+    )
+    assert off_text != _text(GPT2)
+    off = parse_training_log(off_text)
+    assert off.request["training"]["framework_overrides"] == {"grad_accum_fusion": False}
