@@ -184,6 +184,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("grad_reduce_in_bf16", "bool", "bf16 gradient reduction"),
     Setting("accumulate_allreduce_grads_in_fp32", "bool", "fp32 gradient reduction"),
     Setting("fp8_recipe", "str", "fp8 scaling recipe"),
+    Setting(
+        "fp8_param_gather",
+        "bool",
+        "FP8 parameter all-gather",
+        unmodelled="the distributed optimizer's parameter all-gather is priced in 16-bit "
+        "elements (moving FP8 ones, half the bytes, is not modelled)",
+    ),
     # CUDA graphs: captured MoE layers are not floored by the host (Framework.cuda_graphs)
     Setting("cuda_graph_impl", "str", "CUDA graph capture"),
     Setting("cuda_graph_scope", "str", "what CUDA graphs capture"),

@@ -635,3 +635,11 @@ def test_context_parallel_communication_other_than_the_ring_is_named(
     assert len(notes) == int(noted)
     if noted:
         assert "priced as the ring (p2p)" in notes[0]
+
+
+def test_fp8_param_gather_is_named_with_what_the_estimate_prices() -> None:
+    notes = parse_megatron_args(LLAMA3_8B_FP8, gpus=8).notes
+    assert any(
+        n.startswith("--fp8-param-gather:") and "priced in 16-bit elements" in n for n in notes
+    )
+    assert not any("--fp8-param-gather" in n for n in notes if n.startswith("ignored"))
