@@ -796,9 +796,9 @@ def _recompute_extent(
             notes.append(
                 f"{field_name(method_name)} block with "
                 f"{field_name('recompute_num_layers')} {count}: Megatron replays {count} of "
-                f"each stage's {chunk} layers; commest replays all {chunk} (partial recompute "
-                "is not modelled), so the estimate is slower and its activation memory lower "
-                "than the run's"
+                f"each (virtual) stage's {chunk} layers; commest replays all {chunk} (partial "
+                "recompute is not modelled), so the estimate is slower and its activation "
+                "memory lower than the run's"
             )
     modules = v.get("recompute_modules")
     if recompute == "selective" and isinstance(modules, str):

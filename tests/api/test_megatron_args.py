@@ -432,7 +432,7 @@ def test_overlap_param_gather_is_read_as_the_framework_flag_not_ignored() -> Non
         (
             "--recompute-granularity full --recompute-method block --recompute-num-layers 5",
             "full",
-            "Megatron replays 5 of each stage's 48 layers; commest replays all 48",
+            "Megatron replays 5 of each (virtual) stage's 48 layers; commest replays all 48",
         ),
         (
             "--recompute-granularity full --recompute-method block --recompute-num-layers 0",
@@ -443,7 +443,7 @@ def test_overlap_param_gather_is_read_as_the_framework_flag_not_ignored() -> Non
             "--pipeline-model-parallel-size 4 --recompute-granularity full "
             "--recompute-method block --recompute-num-layers 5",
             "full",
-            "Megatron replays 5 of each stage's 12 layers",
+            "Megatron replays 5 of each (virtual) stage's 12 layers",
         ),
         ("--recompute-granularity selective --recompute-modules core_attn", "selective", None),
         (
