@@ -622,15 +622,22 @@ def _fsdp_stage(v: Mapping[str, Value], field_name: FieldName) -> int | None:
     return _FSDP_SHARDING[strategy] or None
 
 
+def _listed(raw: Value) -> list[str]:
+    """A setting that takes several values, as a command line gives them ("attn moe_router")
+    or a log prints them ("['attn', 'moe_router']"), lower-cased, "none" dropped."""
+    if not isinstance(raw, str):
+        return []
+    return [word for word in re.findall(r"[a-z0-9_+]+", raw.lower()) if word != "none"]
+
+
 def _cp_comm_type(
     v: Mapping[str, Value], field_name: FieldName, notes: list[str], context: int | None
 ) -> None:
     """Megatron's context parallelism other than the ring (p2p, the default, as priced) is
     named: a2a (Ulysses-style all-to-all), allgather and a2a+p2p are priced as the ring."""
-    raw = v.get("cp_comm_type")
-    if not isinstance(raw, str) or not context or context < 2:
+    if not context or context < 2:
         return
-    kinds = sorted(set(re.findall(r"[a-z0-9_+]+", raw.lower())) - {"p2p", "none"})
+    kinds = sorted(set(_listed(v.get("cp_comm_type"))) - {"p2p"})
     if kinds:
         notes.append(
             f"{field_name('cp_comm_type')} {' '.join(kinds)}: priced as the ring (p2p) exchange "
@@ -690,10 +697,7 @@ def _cuda_graphs(
     if impl in (None, "none") and not older:
         return False
     named = f"{where} {impl}" if impl not in (None, "none") else field_name(older[0])
-    raw_scope = v.get("cuda_graph_scope")
-    # A command line lists scopes ("attn moe_router"), a log prints a list ("['attn', ...]").
-    scopes = re.findall(r"[a-z_]+", raw_scope.lower()) if isinstance(raw_scope, str) else []
-    scopes = [scope for scope in scopes if scope != "none"]
+    scopes = _listed(v.get("cuda_graph_scope"))
     unknown = [s for s in scopes if s not in _MOE_GRAPH_SCOPES and s not in _OTHER_GRAPH_SCOPES]
     if unknown:
         notes.append(
@@ -800,9 +804,8 @@ def _recompute_extent(
                 "recompute is not modelled), so the estimate is slower and its activation "
                 "memory lower than the run's"
             )
-    modules = v.get("recompute_modules")
-    if recompute == "selective" and isinstance(modules, str):
-        named = [m for m in re.findall(r"[a-z_]+", modules.lower()) if m != "none"]
+    if recompute == "selective":
+        named = _listed(v.get("recompute_modules"))
         if named and named != ["core_attn"]:
             notes.append(
                 f"{field_name('recompute_modules')} {' '.join(named)}: priced as selective "
