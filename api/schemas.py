@@ -431,6 +431,14 @@ class _Numerics(_In):
     framework_overrides: FrameworkOverridesIn | None = Field(
         None, description="flags of the preset to override"
     )
+    recompute_num_layers: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_COUNT,
+        description="with recompute: full, partial recompute as Megatron's --recompute-method "
+        "block --recompute-num-layers N: the first N layers of each (virtual) pipeline chunk "
+        "replay their forward pass, the others keep their activations (default: every layer)",
+    )
     moe_capacity_factor: float | None = Field(
         None,
         ge=1,

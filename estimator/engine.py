@@ -570,6 +570,9 @@ def assumptions(
                 else ""
             )
         )
+    block = _block_recompute_line(scenario)
+    if block is not None:
+        out.append(block)
     if lay.virtual_stages == 1 and lay.pipeline > 1:
         out.append(
             "1F1B schedule: bubble = (p−1)·(T_comp + T_TP + T_PP) per micro-batch"
@@ -579,6 +582,32 @@ def assumptions(
             "((p−1)·T with equal stages; the whole chain W with one micro-batch)"
         )
     return out
+
+
+def _block_recompute_line(scenario: Scenario) -> str | None:
+    """How partial (block) recompute is priced; None without ``recompute_num_layers``."""
+    lay, tr = scenario.layout, scenario.training
+    n = tr.recompute_num_layers
+    if n is None:
+        return None
+    first, last = lay.first_stage_layers or 0, lay.last_stage_layers or 0
+    middle = lay.pipeline - (first > 0) - (last > 0)
+    mid = (scenario.model.num_layers - first - last) / max(middle, 1)
+    chunk = max(first, mid, last) / lay.virtual_stages
+    share = min(n, chunk) / chunk if chunk > 0 else 0.0
+    head = (
+        f"recompute_num_layers={n} (Megatron's block method): the first {n} layers of each "
+        "pipeline chunk replay their forward pass, the others keep their activations; "
+    )
+    if share >= 1.0:
+        return head + f"a chunk holds {chunk:g} layers, so every layer is replayed (full)"
+    if share == 0.0:
+        return head + "no layer is replayed, so it is priced as recompute none"
+    return head + (
+        f"{n} of {chunk:g} on the stage with the most layers: {share:.1%} of its layers priced "
+        "as full recompute, the rest as none (a stage with fewer layers is timed at that "
+        "share, its memory at its own)"
+    )
 
 
 def attention_on_cuda_cores(

@@ -236,6 +236,13 @@ class KernelResult:
         return total
 
 
+def block_share(replayed: float, chunk: Num) -> Num:
+    """The share of a chunk's layers that block recompute replays: min(N, L)/L (Megatron's
+    --recompute-method block replays the first N layers of each chunk; none of an empty one)."""
+    held = _gt(chunk, 0.0)
+    return held * _min(replayed, chunk) / _where(held, chunk, 1.0)
+
+
 def nodes_spanned(ranks: Num, stride: Num, gpus_per_node: float) -> Num:
     """Nodes spanned by ranks 0, σ, ..., (n-1)σ: min(n, ⌊(n-1)σ/g⌋ + 1)."""
     span = (ranks - 1.0) * stride
@@ -470,11 +477,19 @@ class _Context:
         has_first, has_last = _gt(lay.first_layers, 0.0), _gt(lay.last_layers, 0.0)
         middle_stages = p - has_first - has_last
         mid_layers = (l - lay.first_layers - lay.last_layers) / _max(middle_stages, 1.0)
+        first_layers = _where(has_first, lay.first_layers, mid_layers)
+        last_layers = _where(has_last, lay.last_layers, mid_layers)
+        full = _eq(lay.recompute, 2.0)
+        if training.recompute_num_layers is not None:
+            # Block recompute: the share of a stage's layers whose forward is replayed, that of
+            # the stage with the most layers (its chunks of L/v hold N of them).
+            chunk = _max(_max(first_layers, mid_layers), last_layers) / lay.v
+            full = full * block_share(float(training.recompute_num_layers), chunk)
         return cls(
             model=model,
             training=training,
             lay=lay,
-            full=_eq(lay.recompute, 2.0),
+            full=full,
             selective=_eq(lay.recompute, 1.0),
             sp=lay.sp * _gt(t, 1.0),
             l=l,
@@ -493,9 +508,9 @@ class _Context:
             expert_shard=expert_shard,
             nodes_edp=nodes_edp,
             nodes_pp=1.0 + _gt((p - 1.0) * stride["pp"], g - 1.0),  # a stage boundary off-node
-            first_layers=_where(has_first, lay.first_layers, mid_layers),
+            first_layers=first_layers,
             mid_layers=mid_layers,
-            last_layers=_where(has_last, lay.last_layers, mid_layers),
+            last_layers=last_layers,
             middle_stages=middle_stages,
         )
 
@@ -1541,12 +1556,23 @@ def _memory(
         per_layer = _where(selective, kept, per_layer)
     # Full recompute keeps each layer's input; the layer being replayed, one at a time, holds
     # all of its activations (Table 2 without recompute) until its backward pass is done.
-    replaying = full * table2(attn)
-    per_layer = _where(full, 2.0 * sbh / _where(sp, t, 1.0), per_layer)
+    kept_input = 2.0 * sbh / _where(sp, t, 1.0)
+    replayed = training.recompute_num_layers
+    if replayed is None:
+        replaying = full * table2(attn)
+        per_first = per_last = _where(full, kept_input, per_layer)
+    else:
+        # Block recompute: each stage's replayed share keeps its inputs, the rest everything.
+        n = float(replayed)
+        replaying = full * _gt(n, 0.0) * table2(attn)
+        share_first = full * block_share(n, first_layers / v)
+        share_last = full * block_share(n, last_layers / v)
+        per_first = share_first * kept_input + (1.0 - share_first) * per_layer
+        per_last = share_last * kept_input + (1.0 - share_last) * per_layer
     in_flight = _min(p, m) * (1.0 + (p - 1.0) / (p * v) * _gt(v, 1.0))
     logits = LOGITS_PEAK_BYTES * s * b * float(model.vocab_size) / t
-    first = per_layer * first_layers * in_flight + replaying
-    last = per_layer * last_layers + replaying + logits
+    first = per_first * first_layers * in_flight + replaying
+    last = per_last * last_layers + replaying + logits
     activations = _where(_gt(p, 1.0), _max(first, last), first + logits)
     total = weights + grads + optim + activations
     memory: dict[str, Num] = {

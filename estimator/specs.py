@@ -222,6 +222,10 @@ class TrainingSpec:
     global_batch_size: int
     micro_batch_size: int = 1
     recompute: Recompute = Recompute.FULL
+    # Full recompute of part of each stage (Megatron's --recompute-method block
+    # --recompute-num-layers N): the first N layers of every (virtual) pipeline chunk replay
+    # their forward pass, the others keep their activations. None: every layer is replayed.
+    recompute_num_layers: int | None = None
     precision: Precision = Precision.FP16
     grad_reduce_precision: Precision | None = None  # β_g; default: the training precision
     # FlashAttention (Dao et al. 2022): the s² attention scores are never materialised, so
@@ -264,6 +268,20 @@ class TrainingSpec:
         object.__setattr__(
             self, "recompute", parse_enum(Recompute, "training.recompute", self.recompute)
         )
+        if self.recompute_num_layers is not None:
+            n = self.recompute_num_layers
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise ValidationError(
+                    "training.recompute_num_layers", n, "must be a whole number >= 0"
+                )
+            if self.recompute is not Recompute.FULL:
+                raise ValidationError(
+                    "training.recompute_num_layers",
+                    n,
+                    "applies to recompute: full only (the layers of each pipeline chunk whose "
+                    f"forward pass is replayed); drop it or set recompute: full, not "
+                    f"{self.recompute.value}",
+                )
         object.__setattr__(
             self, "precision", parse_enum(Precision, "training.precision", self.precision)
         )

@@ -12,8 +12,9 @@ reader (``api.megatron_args``: ``--num-layers 96`` flags) and the training-log r
 - with bf16 gradients are all-reduced in fp32 unless grad_reduce_in_bf16;
 - recompute_activations is selective recompute; checkpoint_activations (older Megatron) and
   activations_checkpoint_method without a granularity (older Megatron) are full recompute;
-  block recompute of fewer layers than a stage holds, and recompute_modules other than
-  core_attn, are priced as full / attention-core recompute and named in a note;
+  block recompute of fewer layers than a chunk holds is ``training.recompute_num_layers``;
+  recompute_modules other than core_attn are priced as attention-core recompute, and uniform
+  recompute in groups of several layers one layer at a time, each in a note;
 - num_layers_per_virtual_pipeline_stage k gives v = l / p / k interleaved stages;
 - use_distributed_optimizer shards the optimizer state: ZeRO stage 1 (Megatron-DeepSpeed
   states its zero_stage; Megatron-FSDP's data_parallel_sharding_strategy names its stage, and
@@ -460,8 +461,9 @@ def build_request(
         )
 
     recompute = _recompute(v, field_name, notes)
+    replayed_layers = None
     if layers is not None and pipeline is not None and virtual is not None:
-        recompute = _recompute_extent(
+        recompute, replayed_layers = _recompute_extent(
             v, field_name, notes, recompute, layers // pipeline // virtual
         )
     precision = _precision(v, field_name, notes, out, in_log=in_log)
@@ -552,6 +554,8 @@ def build_request(
         training["global_batch_size"] = global_batch
     training["micro_batch_size"] = micro
     training["recompute"] = recompute
+    if replayed_layers is not None:
+        training["recompute_num_layers"] = replayed_layers
     if precision is not None:
         training["precision"] = precision
     if flag("accumulate_allreduce_grads_in_fp32") or (
@@ -781,9 +785,10 @@ def _recompute(v: Mapping[str, Value], field_name: FieldName, notes: list[str]) 
 
 def _recompute_extent(
     v: Mapping[str, Value], field_name: FieldName, notes: list[str], recompute: str, chunk: int
-) -> str:
+) -> tuple[str, int | None]:
     """What of a layer Megatron's recompute covers, against what commest prices: full recompute
-    of every layer, or selective recompute of the attention core (Korthikanti et al. 2022).
+    of every layer or of the first N of each chunk (``recompute_num_layers``), or selective
+    recompute of the attention core (Korthikanti et al. 2022).
 
     ``chunk`` is the layers of one (virtual) pipeline stage: ``recompute_method block`` replays
     the first ``recompute_num_layers`` of each and keeps the others' activations."""
@@ -795,14 +800,17 @@ def _recompute_extent(
                 f"{field_name(method_name)} block with "
                 f"{field_name('recompute_num_layers')} 0: no layer is recomputed"
             )
-            return "none"
+            return "none", None
         if isinstance(count, int) and count < chunk:
+            return recompute, count
+    if recompute == "full" and v.get(method_name) == "uniform":
+        count = v.get("recompute_num_layers")
+        if isinstance(count, int) and count > 1:
             notes.append(
-                f"{field_name(method_name)} block with "
-                f"{field_name('recompute_num_layers')} {count}: Megatron replays {count} of "
-                f"each (virtual) stage's {chunk} layers; commest replays all {chunk} (partial "
-                "recompute is not modelled), so the estimate is slower and its activation "
-                "memory lower than the run's"
+                f"{field_name(method_name)} uniform with "
+                f"{field_name('recompute_num_layers')} {count}: Megatron keeps one input per "
+                f"{count} layers and replays them {count} at a time; priced one layer at a time "
+                "(the same replayed compute, activation memory counted per layer)"
             )
     if recompute == "selective":
         named = _listed(v.get("recompute_modules"))
@@ -812,7 +820,7 @@ def _recompute_extent(
                 "recompute of the attention core (core_attn, Megatron's default); other "
                 "modules' replay is not modelled"
             )
-    return recompute
+    return recompute, None
 
 
 def _precision(

@@ -57,6 +57,13 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], list[TrainingS
                 f"conflicts with training.recompute={tr.recompute.value}; give one",
             )
         rc_list = [tr.recompute]
+    if tr.recompute_num_layers is not None and Recompute.FULL not in (rc_list or [Recompute.FULL]):
+        raise ValidationError(
+            "training.recompute_num_layers",
+            tr.recompute_num_layers,
+            "applies to recompute: full only, which this plan does not sweep; drop it or "
+            "include full in recompute",
+        )
     for b in b_list or ():
         if b <= 0:
             raise ValidationError("micro_batch_sizes", b_list, "each must be a whole number > 0")
@@ -86,6 +93,7 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], list[TrainingS
         TrainingSpec(
             global_batch_size=tr.global_batch_size,
             micro_batch_size=1,  # swept
+            recompute_num_layers=tr.recompute_num_layers,  # what a swept "full" replays
             precision=precision,
             grad_reduce_precision=tr.grad_reduce_precision,
             flash_attention=tr.flash_attention,
@@ -322,6 +330,13 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
         ),
         f"swept: {', '.join(f'{k}={v}' for k, v in sorted(options.items()))}",
     ]
+    if request.training.recompute_num_layers is not None:
+        n = request.training.recompute_num_layers
+        assumptions.append(
+            f"recompute full means block recompute of {n} layer(s) per pipeline chunk "
+            "(recompute_num_layers): in each layout the share min(n, L)/L of the stage with the "
+            "most layers, L per chunk, is replayed"
+        )
     if len(trainings) > 1:
         assumptions.append(
             "precision swept: "

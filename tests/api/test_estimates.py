@@ -426,3 +426,69 @@ def test_bad_expert_tensor_parallelism_is_422_naming_the_field(
 ) -> None:
     response = client.post("/v1/estimates", json=_qwen3_folded(**layout))
     assert_problem(response, 422, field=field)
+
+
+def test_block_recompute_is_priced_between_none_and_full_and_named(client: TestClient) -> None:
+    """training.recompute_num_layers: Megatron's block recompute of the first N layers of each
+    chunk (GPT-3 175B on p 8: chunks of 12 layers)."""
+
+    def post(training: dict[str, object]) -> dict[str, object]:
+        response = client.post("/v1/estimates", json=request(ESTIMATE, training=training))
+        assert response.status_code == 200, response.text
+        body: dict[str, object] = response.json()
+        return body
+
+    full = post({"recompute": "full"})
+    none = post({"recompute": "none"})
+    block = post({"recompute": "full", "recompute_num_layers": 3})
+    for key in ("iteration_time_s",):
+        assert none[key] < block[key] < full[key]  # type: ignore[operator]
+    assert block["assumptions"] and any(
+        "recompute_num_layers=3" in line
+        for line in block["assumptions"]  # type: ignore[attr-defined]
+    )
+    assert (
+        post({"recompute": "full", "recompute_num_layers": 12})["iteration_time_s"]
+        == (full["iteration_time_s"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("training", "says"),
+    [
+        ({"recompute": "selective", "recompute_num_layers": 2}, "applies to recompute: full"),
+        ({"recompute": "none", "recompute_num_layers": 2}, "applies to recompute: full"),
+        ({"recompute": "full", "recompute_num_layers": -1}, "greater than or equal to 0"),
+        ({"recompute": "full", "recompute_num_layers": 2.5}, "integer"),
+    ],
+)
+def test_a_bad_recompute_layer_count_is_422_naming_the_field(
+    client: TestClient, training: dict[str, object], says: str
+) -> None:
+    problem = assert_problem(
+        client.post("/v1/estimates", json=request(ESTIMATE, training=training)),
+        422,
+        field="training.recompute_num_layers",
+    )
+    assert says in str(problem), problem
+
+
+def test_a_plan_takes_a_block_recompute_for_its_full_layouts(client: TestClient) -> None:
+    plan = {
+        "model": ESTIMATE["model"],
+        "training": {"global_batch_size": 1536, "recompute_num_layers": 2},
+        "cluster": {"profile": "dgx-a100-nominal"},
+        "gpus": 64,
+        "recompute": ["full"],
+        "top_k": 3,
+    }
+    response = client.post("/v1/plans", json=plan)
+    assert response.status_code == 200, response.text
+    layouts = [entry["layout"] for entry in response.json()["layouts"]]
+    assert layouts and all(layout["recompute"] == "full" for layout in layouts)
+    assert any("block recompute of 2 layer(s)" in a for a in response.json()["assumptions"])
+    without_full = {**plan, "recompute": ["none", "selective"]}
+    problem = assert_problem(
+        client.post("/v1/plans", json=without_full), 422, field="training.recompute_num_layers"
+    )
+    assert "include full" in problem["rule"]

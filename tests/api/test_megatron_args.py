@@ -417,51 +417,70 @@ def test_overlap_param_gather_is_read_as_the_framework_flag_not_ignored() -> Non
 
 
 @pytest.mark.parametrize(
-    ("flags", "recompute", "says"),
+    ("flags", "recompute", "replayed", "says"),
     [
         (
             "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
             "full",
             None,
+            None,
+        ),
+        (
+            "--recompute-granularity full --recompute-method uniform --recompute-num-layers 4",
+            "full",
+            None,
+            "keeps one input per 4 layers and replays them 4 at a time",
         ),
         (
             "--recompute-granularity full --recompute-method block --recompute-num-layers 48",
             "full",
             None,
+            None,
         ),
         (
             "--recompute-granularity full --recompute-method block --recompute-num-layers 5",
             "full",
-            "Megatron replays 5 of each (virtual) stage's 48 layers; commest replays all 48",
+            5,
+            None,
         ),
         (
             "--recompute-granularity full --recompute-method block --recompute-num-layers 0",
             "none",
+            None,
             "no layer is recomputed",
         ),
         (
             "--pipeline-model-parallel-size 4 --recompute-granularity full "
             "--recompute-method block --recompute-num-layers 5",
             "full",
-            "Megatron replays 5 of each (virtual) stage's 12 layers",
+            5,
+            None,
         ),
-        ("--recompute-granularity selective --recompute-modules core_attn", "selective", None),
+        (
+            "--recompute-granularity selective --recompute-modules core_attn",
+            "selective",
+            None,
+            None,
+        ),
         (
             "--recompute-granularity selective --recompute-modules moe_act layernorm",
             "selective",
+            None,
             "--recompute-modules moe_act layernorm: priced as selective recompute of the "
             "attention core",
         ),
     ],
 )
-def test_partial_recompute_is_named_with_what_the_estimate_prices_instead(
-    flags: str, recompute: str, says: str | None
+def test_partial_recompute_is_priced_or_named_with_what_the_estimate_prices_instead(
+    flags: str, recompute: str, replayed: int | None, says: str | None
 ) -> None:
-    """Megatron's block recompute replays only the first N layers of each stage and its
-    selective recompute can name other modules than the attention core: commest prices full
-    or attention-core recompute, and a note says so rather than the flags being ignored."""
+    """Megatron's block recompute replays only the first N layers of each chunk: the request
+    carries N (``training.recompute_num_layers``) when it is fewer than a chunk holds. Its
+    selective recompute can name other modules than the attention core: commest prices
+    attention-core recompute, and a note says so rather than the flags being ignored."""
     parsed = parse_megatron_args(QWEN3_30B + " " + flags, vocab_size=151936, gpus=32)
     assert parsed.request["training"]["recompute"] == recompute
+    assert parsed.request["training"].get("recompute_num_layers") == replayed
     recompute_notes = [n for n in parsed.notes if n.startswith("--recompute")]
     assert not any("recompute" in n for n in parsed.notes if n.startswith("ignored"))
     if says is None:
@@ -603,18 +622,19 @@ def test_megatrons_on_by_default_switches_turned_off_become_framework_flags(
     assert not any("--no-" in note for note in parsed.notes if note.startswith("ignored"))
 
 
+def _gpt3_seconds(client: TestClient, flags: str) -> float:
+    """The estimate of the GPT-3 175B line with ``flags`` added, on the nominal A100 profile."""
+    parsed = parse_megatron_args(GPT3_175B + " " + flags, gpus=1024, vocab_size=50257)
+    body = {**parsed.request, "cluster": {"profile": "dgx-a100-nominal"}}
+    response = client.post("/v1/estimates", json=body)
+    assert response.status_code == 200, response.text
+    return float(response.json()["iteration_time_s"])
+
+
 def test_no_gradient_accumulation_fusion_costs_time_in_the_estimate(client: TestClient) -> None:
     """Without the fusion Megatron adds each micro-batch's weight gradients in a pass of its
     own: the same line estimates slower."""
-
-    def seconds(flags: str) -> float:
-        parsed = parse_megatron_args(GPT3_175B + " " + flags, gpus=1024, vocab_size=50257)
-        body = {**parsed.request, "cluster": {"profile": "dgx-a100-nominal"}}
-        response = client.post("/v1/estimates", json=body)
-        assert response.status_code == 200, response.text
-        return float(response.json()["iteration_time_s"])
-
-    assert seconds("--no-gradient-accumulation-fusion") > seconds("")
+    assert _gpt3_seconds(client, "--no-gradient-accumulation-fusion") > _gpt3_seconds(client, "")
 
 
 @pytest.mark.parametrize(
@@ -643,3 +663,16 @@ def test_fp8_param_gather_is_named_with_what_the_estimate_prices() -> None:
         n.startswith("--fp8-param-gather:") and "priced in 16-bit elements" in n for n in notes
     )
     assert not any("--fp8-param-gather" in n for n in notes if n.startswith("ignored"))
+
+
+def test_block_recompute_of_part_of_each_stage_estimates_between_none_and_full(
+    client: TestClient,
+) -> None:
+    """--recompute-method block --recompute-num-layers N replays N of each chunk's layers: the
+    line's estimate lies between the same line without recompute and with every layer's."""
+    full = "--recompute-granularity full --recompute-method "
+    assert (
+        _gpt3_seconds(client, "")
+        < _gpt3_seconds(client, full + "block --recompute-num-layers 2")
+        < _gpt3_seconds(client, full + "uniform --recompute-num-layers 1")
+    )

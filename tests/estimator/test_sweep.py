@@ -166,6 +166,27 @@ def test_uneven_stages_agree_between_sweep_and_single_estimate(
         assert single.memory.total_bytes == sweep.memory_bytes[i]
 
 
+@pytest.mark.parametrize("fidelity", [Fidelity.PAPER, Fidelity.DETAILED])
+def test_block_recompute_agrees_between_sweep_and_single_estimate(
+    gpt3: ModelSpec, cluster: ClusterSpec, fidelity: Fidelity
+) -> None:
+    # The replayed share depends on each layout's layers per chunk (96/(p·v)), an array here.
+    training = TrainingSpec(global_batch_size=1536, recompute_num_layers=2)
+    layouts = enumerate_layouts(gpt3, training, 1536, recompute=(Recompute.FULL,))
+    sweep = evaluate_layouts(gpt3, training, cluster, layouts, fidelity=fidelity)
+    rng = np.random.default_rng(11)
+    for i in rng.choice(len(layouts), 60, replace=False):
+        row = {k: v[i] for k, v in layouts.columns.items()}
+        sc = _scenario(gpt3, cluster, 1536, row, fidelity)
+        single = estimate(
+            dataclasses.replace(
+                sc, training=dataclasses.replace(sc.training, recompute_num_layers=2)
+            )
+        )
+        assert single.iteration_time_s == sweep.iteration_s[i], row
+        assert single.memory.total_bytes == sweep.memory_bytes[i], row
+
+
 def test_heads_wider_than_the_model_agree_between_sweep_and_single_estimate(
     training: TrainingSpec, cluster: ClusterSpec
 ) -> None:

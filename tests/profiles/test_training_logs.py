@@ -369,24 +369,29 @@ def test_a_logs_cuda_graph_scope_list_is_read_as_megatron_prints_it(
 
 
 @pytest.mark.parametrize(
-    ("settings", "recompute", "says"),
+    ("settings", "recompute", "replayed", "says"),
     [
+        (("full", "block", "4", None), "full", 4, None),
+        (("full", "block", "0", None), "none", None, "recompute_num_layers 0: no layer"),
+        (("full", "uniform", "1", None), "full", None, None),
+        (("selective", "None", "1", "['core_attn']"), "selective", None, None),
         (
-            ("full", "block", "4", None),
-            "full",
-            "recompute_method block with recompute_num_layers 4",
+            ("selective", "None", "1", "['moe_act', 'layernorm']"),
+            "selective",
+            None,
+            "moe_act layernorm",
         ),
-        (("full", "uniform", "1", None), "full", None),
-        (("selective", "None", "1", "['core_attn']"), "selective", None),
-        (("selective", "None", "1", "['moe_act', 'layernorm']"), "selective", "moe_act layernorm"),
     ],
 )
-def test_a_logs_partial_recompute_settings_are_named(
-    settings: tuple[str, str, str, str | None], recompute: str, says: str | None
+def test_a_logs_partial_recompute_settings_are_read(
+    settings: tuple[str, str, str, str | None],
+    recompute: str,
+    replayed: int | None,
+    says: str | None,
 ) -> None:
     """The log's recompute_method / recompute_num_layers / recompute_modules (a printed list)
     are read as the command line's: block recompute of 4 of a stage's 12 layers is priced as
-    every layer's and said so; modules other than the attention core are named."""
+    such (training.recompute_num_layers 4); modules other than the attention core are named."""
     granularity, method, count, modules = settings
     block = (
         f"  recompute_granularity ........................... {granularity}\n"
@@ -404,6 +409,7 @@ def test_a_logs_partial_recompute_settings_are_named(
     assert text != _text(GPT2)
     parsed = parse_training_log(text)
     assert parsed.request["training"]["recompute"] == recompute
+    assert parsed.request["training"].get("recompute_num_layers") == replayed
     notes = [n for n in parsed.notes if n.startswith("recompute_")]
     if says is None:
         assert notes == []

@@ -337,6 +337,29 @@ def test_a_host_bound_moe_estimate_shows_the_wait_and_says_why(page: Page) -> No
     assert "cuda_graphs" in warning
 
 
+def test_block_recompute_is_asked_for_under_full_recompute_only_and_sent(page: Page) -> None:
+    """Full recompute offers the layers each pipeline chunk replays (Megatron's block method);
+    blank sends nothing (every layer), a number is sent and the answer names the share; other
+    recompute modes have no such field."""
+    open_page(page)
+    form = page.get_by_test_id("scenario")
+    field = form.locator("[name=recompute_num_layers]")
+    expect(field).to_have_count(1)  # the default scenario recomputes fully
+    expect(field).to_have_attribute("placeholder", "all")
+    fill_scenario(page, {"recompute_num_layers": "3"})
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    assert sent_json(answer.value)["training"]["recompute_num_layers"] == 3
+    assert any("recompute_num_layers=3" in a for a in answer.value.json()["assumptions"])
+    fill_scenario(page, {"recompute": "selective"})
+    expect(field).to_have_count(0)
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as answer:
+        page.get_by_test_id("submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    assert "recompute_num_layers" not in sent_json(answer.value)["training"]
+
+
 def test_an_invalid_scenario_shows_the_servers_problem(page: Page) -> None:
     open_page(page)
     fill_scenario(page, {**SMALL, "pipeline": "3"})  # 40 layers do not split over 3 stages

@@ -3,7 +3,7 @@
 import { html, render, useEffect, useRef, useState } from "./lib.js";
 import { api } from "./api.js";
 import { ErrorBox } from "./common.js";
-import { ScenarioForm, defaultScenario, gpuCount, modelBody, requestBody } from "./scenario.js";
+import { ScenarioForm, defaultScenario, gpuCount, modelBody, replayedLayers, requestBody } from "./scenario.js";
 import { EstimateView } from "./views/estimate.js";
 import { TimelineView } from "./views/timeline.js";
 import { TrafficView } from "./views/traffic.js";
@@ -59,6 +59,8 @@ function App() {
         model: modelBody(s),
         training: {
           global_batch_size: Number(s.global_batch_size),
+          // block recompute: what a swept "full" replays, when the plan sweeps full
+          ...(!extra?.recompute || extra.recompute.includes("full") ? replayedLayers(s) : {}),
           precision: s.precision,
           framework: s.framework,
           moe_token_dispatcher: s.moe_token_dispatcher || "alltoall",

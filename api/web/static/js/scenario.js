@@ -54,6 +54,7 @@ export const defaultScenario = {
   global_batch_size: 1536,
   micro_batch_size: 1,
   recompute: "full",
+  recompute_num_layers: "",
   precision: "fp16",
   framework: "megatron-lm",
   profile: "dgx-a100-nominal",
@@ -61,6 +62,12 @@ export const defaultScenario = {
 };
 
 const n = (v) => (v === "" || v === null || v === undefined ? v : Number(v));
+
+/** Block recompute's layers per chunk, when the scenario replays only some (else absent). */
+export function replayedLayers(s) {
+  const v = s.recompute_num_layers;
+  return s.recompute === "full" && v !== "" && v !== null && v !== undefined ? { recompute_num_layers: Number(v) } : {};
+}
 
 export function modelBody(s) {
   if (s.preset !== CUSTOM) return { preset: s.preset };
@@ -87,6 +94,7 @@ export function requestBody(s) {
       global_batch_size: n(s.global_batch_size),
       micro_batch_size: n(s.micro_batch_size),
       recompute: s.recompute,
+      ...replayedLayers(s),
       precision: s.precision,
       framework: s.framework,
       moe_token_dispatcher: s.moe_token_dispatcher || "alltoall",
@@ -98,10 +106,10 @@ export function requestBody(s) {
 
 export const gpuCount = (s) => n(s.pipeline) * n(s.tensor) * n(s.data) * n(s.context_parallel || 1);
 
-function NumberField({ label, value, onInput, min = 1, name, hint }) {
+function NumberField({ label, value, onInput, min = 1, name, hint, placeholder }) {
   return html`<label title=${hint || ""}>
     <span>${label}</span>
-    <input type="number" name=${name} min=${min} step="1" value=${value}
+    <input type="number" name=${name} min=${min} step="1" value=${value} placeholder=${placeholder || ""}
       onInput=${(e) => onInput(e.currentTarget.value)} />
   </label>`;
 }
@@ -186,6 +194,11 @@ export function ScenarioForm({ scenario: s, setScenario, catalog, onSubmit, acti
           <${Select} label="precision" name="precision" value=${s.precision} onChange=${(v) => set({ precision: v })}
             options=${["fp32", "tf32", "fp16", "bf16", "fp8"].map((p) => [p, p])} />
         </div>
+        ${s.recompute === "full"
+          ? html`<${NumberField} label="layers replayed per pipeline chunk" name="recompute_num_layers" min="0"
+              value=${s.recompute_num_layers ?? ""} placeholder="all" onInput=${(v) => set({ recompute_num_layers: v })}
+              hint="Megatron's --recompute-method block --recompute-num-layers N: the first N layers of each (virtual) pipeline chunk replay their forward pass, the others keep their activations; blank: every layer" />`
+          : null}
         <${Select} label="framework" name="framework" value=${s.framework} onChange=${(v) => set({ framework: v })}
           hint=${(catalog.frameworks || []).find((f) => f.name === s.framework)?.description || ""}
           options=${(catalog.frameworks || []).map((f) => [f.name, f.name])} />
