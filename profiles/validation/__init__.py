@@ -80,6 +80,7 @@ COLUMNS: tuple[str, ...] = (
     "expert_tensor_parallel",  # the experts' own TP where not the layer's (1: folded over TP)
     "moe_token_dispatcher",  # flex (DeepEP / HybridEP) where the recipe sets it; blank: alltoall
     "measured_memory_gib",  # the peak memory per GPU the source prints, where it prints one
+    "recompute_num_layers",  # block recompute: layers replayed per pipeline chunk; blank: all
 )
 
 

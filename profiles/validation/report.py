@@ -562,6 +562,7 @@ def load_runs(text: str | None = None) -> tuple[list[PublishedRun], list[Exclude
                 global_batch_size=int(row["global_batch_size"]),
                 micro_batch_size=_int(row["micro_batch_size"], 1) or 1,
                 recompute=row["recompute"],  # type: ignore[arg-type]
+                recompute_num_layers=_int(row.get("recompute_num_layers")),
                 precision=(row["precision"] or "fp16"),  # type: ignore[arg-type]
                 flash_attention=_bool(row["flash_attention"], False),
                 framework=framework_for(meta),

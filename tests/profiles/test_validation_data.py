@@ -44,6 +44,7 @@ INT_COLUMNS = (
     "year",
     "kv_channels",
     "expert_tensor_parallel",
+    "recompute_num_layers",
 )
 FLOAT_COLUMNS = (
     "measured_iteration_time_s",

@@ -200,16 +200,21 @@ DGXC_MOE_MEAN_PCT = 7.5
 # since Trainy's two H200 runs are scored (SOURCES.md §9, a rule declared before scoring);
 # 6.26 % since an eager Megatron-Core MoE layer takes at least the host's time to issue it
 # (moe_layer_host_s, fitted on Megatron-LM's eager BF16 Qwen3-30B-A3B recipe: the five eager
-# FP8 rows of that model in Megatron-Bridge's tables -36 % -> -7 to -14 %, 26.02 -64 % -> -47 %).
+# FP8 rows of that model in Megatron-Bridge's tables -36 % -> -7 to -14 %, 26.02 -64 % -> -47 %);
+# 6.28 % on 191 since block recompute is priced and Megatron-Bridge 25.11's Llama 3 8B row (FP8,
+# Megatron-FSDP, 5 of 32 layers replayed), excluded for it, is scored (+10.4 %).
 ALL_ROWS_MEAN_PCT = 6.3
 # Megatron-Bridge's H100 tables (Llama 3 70B, Llama 3.1 405B, Qwen3-30B-A3B, Qwen3-235B-A22B):
 # issue 11's per-family target 8 % is missed, 18.50 % today (14.25 % before the flex dispatcher
 # moved the FP8 PP 1 Qwen3-30B rows from +10 % to -36 %): the Llama rows are within 9.3 %
 # (mean 3.95 %), the five 235B rows +9.5 to +17.8 %, 30B's six -64 to -35 %; 12.98 % since
-# the eager MoE layers' host time is a floor (30B's six -61 to -7 %).
-MBRIDGE_MEAN_PCT = 13.0
-# The Llama rows: 3.95 % -> 4.11 % since SwiGLU's three FFN-width tensors are counted.
-MBRIDGE_LLAMA_MEAN_PCT = 4.2
+# the eager MoE layers' host time is a floor (30B's six -61 to -7 %); 12.85 % on 21 since
+# block recompute is priced and 25.11's Llama 3 8B row (5 of 32 layers replayed) is scored
+# (+10.4 %).
+MBRIDGE_MEAN_PCT = 12.9
+# The Llama rows: 3.95 % -> 4.11 % since SwiGLU's three FFN-width tensors are counted; 4.73 %
+# on 10 since the Llama 3 8B row is scored.
+MBRIDGE_LLAMA_MEAN_PCT = 4.8
 # Megatron-Bridge's model verification card and performance skills (SOURCES.md §5d): three BF16
 # Qwen3-30B-A3B runs on 16 H100s (TP 1, EP 16, HybridEP): within issue 11's 8 %, 7.55 % (-12.6,
 # +2.9, +7.2 %) since the flex dispatcher's all-to-all crosses to the other node once per token
@@ -243,7 +248,7 @@ def test_megatron_bridge_rows_dense_within_target_fine_grained_moe_named(
     cards = report.by_source["megatron_bridge_cards"]
     assert cards.rows == 3 and cards.mean_abs_error_pct <= MBCARDS_MEAN_PCT
     llama = [r for r in report.rows if r.id.startswith("mbridge") and "llama" in r.id]
-    assert len(llama) == 9
+    assert len(llama) == 10
     assert sum(abs(r.error_pct) for r in llama) / len(llama) <= MBRIDGE_LLAMA_MEAN_PCT
     # The warning an estimate of such a model carries says what validate says today.
     fine = report.by_kind["fine-grained moe"]
