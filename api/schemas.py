@@ -375,6 +375,12 @@ class FrameworkOverridesIn(_In):
         description="the MoE layers' router and dispatcher preprocessing (or more) run as "
         "captured CUDA graphs, so moe_layer_host_s does not apply",
     )
+    fp8_current_scaling: bool | None = Field(
+        None,
+        description="FP8 scales from each tensor's own amax (Transformer Engine's current "
+        "scaling, Megatron's --fp8-recipe tensorwise) rather than an amax history: an eager MoE "
+        "layer's host time grows by 4 kernel launches per local expert and quantized tensor",
+    )
     attention_kernel: Literal["fused", "flash2", "triton"] | None = Field(
         None,
         description="fused (TE/cuDNN, FlashAttention-3), flash2 (FlashAttention-2) or triton "

@@ -202,6 +202,14 @@ Sources, per flag (dates from the Megatron-LM git history):
   whole iteration) run as captured CUDA graphs (Megatron-Core ``cuda_graph_impl``), so
   ``moe_layer_host_s`` does not apply. A partial capture still leaves host work outside the
   graphs, which is not priced.
+- ``fp8_current_scaling``: FP8 scales come from each tensor's own amax (Transformer Engine's
+  ``Float8CurrentScaling``, Megatron's ``--fp8-recipe tensorwise``, Megatron-Bridge's
+  ``fp8_cs``), not from an amax history (delayed scaling, Megatron's default). TE's grouped
+  expert GEMMs fuse the delayed-scaling casts of all local experts into one multi-tensor kernel,
+  but quantize each expert's tensor on its own under current scaling, four kernels each
+  (``FP8_CURRENT_SCALING_QUANTIZE_KERNELS``): an eager MoE layer's host time grows by those
+  launches, per local expert, for the two GEMM inputs quantized forward (again in a full
+  replay) and the two output gradients backward (``FP8_EXPERT_TENSORS_FORWARD`` / ``_BACKWARD``).
 - ``optimizer_bytes_per_parameter``: HBM bytes the optimizer step moves per parameter it owns
   (ours, counted from Megatron's mixed-precision optimizer): fused Adam reads the fp32
   gradient, master weight, m and v (16 B) and writes master, m, v (12 B); copying the master
@@ -224,6 +232,9 @@ from estimator.errors import NotFoundError, ValidationError
 __all__ = [
     "DEEPSPEED_COMPUTE_EFFICIENCY",
     "EAGER_OP_HOST_S",
+    "FP8_CURRENT_SCALING_QUANTIZE_KERNELS",
+    "FP8_EXPERT_TENSORS_BACKWARD",
+    "FP8_EXPERT_TENSORS_FORWARD",
     "FRAMEWORK_FLAGS",
     "FRAMEWORK_NAMES",
     "FRAMEWORK_PRESETS",
@@ -277,6 +288,16 @@ ZERO3_LIST_VIEW_COPIES = 2.0
 # "about 3 microseconds with recent hardware and software" (N. Juffa, NVIDIA developer forums,
 # "Too much time for kernel launch latency", Nov. 2022). A floor for each per-rank copy.
 KERNEL_LAUNCH_S = 3.0e-6
+# Kernels that quantize one tensor under FP8 current scaling (Transformer Engine v2.8 @ 40c69e7,
+# pytorch/csrc/quantizer.cpp 497-536: zero the amax, compute it, compute the scale from it, cast
+# and transpose), issued per local expert by GroupedLinear (pytorch/csrc/extensions/cast.cpp
+# 116-148: the fused multi-tensor cast only serves delayed scaling; TE 2.4-2.14 alike).
+FP8_CURRENT_SCALING_QUANTIZE_KERNELS = 4
+# Tensors quantized per local expert of a MoE layer and micro-batch: forward, the inputs of FC1
+# and FC2 (grouped_linear.py 126-127, each GroupedLinear call); backward, their output gradients
+# (grouped_linear.py 304-310). The FP8 weights are cached across micro-batches (or FP8 already).
+FP8_EXPERT_TENSORS_FORWARD = 2
+FP8_EXPERT_TENSORS_BACKWARD = 2
 # Unfused gradient accumulation (main_grad.add_(grad)): read 4 + 2, write 4 bytes per parameter.
 UNFUSED_ACCUMULATION_BYTES = 10.0
 # Fused (wgrad GEMM epilogue accumulates into fp32): an fp32 read-modify-write (8 B) instead of a
@@ -326,6 +347,7 @@ class Framework:
     compute_efficiency: float = 1.0
     moe_layer_host_s: float = 0.0
     cuda_graphs: bool = False
+    fp8_current_scaling: bool = False
 
     def __post_init__(self) -> None:
         if self.fsdp_backward_prefetch not in BACKWARD_PREFETCH:
@@ -437,6 +459,12 @@ def _describe(fw: Framework) -> str:
         + (
             f"; an eager MoE layer takes at least {fw.moe_layer_host_s * 1e3:g} ms of host time "
             "per micro-batch (forward and backward)"
+            + (
+                ", more under FP8 current scaling (each local expert's tensors quantized by "
+                "kernels of their own)"
+                if fw.fp8_current_scaling
+                else ""
+            )
             if fw.moe_layer_host_s and not fw.cuda_graphs
             else ""
         )

@@ -55,6 +55,9 @@ from estimator.frameworks import (
     BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES,
     BF16_OPTIMIZER_WHOLE_BYTES,
     EAGER_OP_HOST_S,
+    FP8_CURRENT_SCALING_QUANTIZE_KERNELS,
+    FP8_EXPERT_TENSORS_BACKWARD,
+    FP8_EXPERT_TENSORS_FORWARD,
     FP16_UNSCALE_BYTES,
     KERNEL_LAUNCH_S,
     MOE_HOST_FORWARD_SHARE,
@@ -1197,6 +1200,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         moe_comp = moe_fwd + moe_bwd + moe_replay
         moe_busy = moe_comp + tp_exposed_layer + cp_exposed_layer + ep_layer / moe_frac
         host_s = fw.moe_layer_host_s * (1.0 + full * MOE_HOST_FORWARD_SHARE)
+        if fw.fp8_current_scaling and training.precision is _FP8:
+            # Each local expert's GEMM inputs (again in a replay) and output gradients quantized
+            # by kernels of their own (Framework.fp8_current_scaling; TE GroupedLinear).
+            tensors = FP8_EXPERT_TENSORS_FORWARD * (1.0 + full) + FP8_EXPERT_TENSORS_BACKWARD
+            launches = FP8_CURRENT_SCALING_QUANTIZE_KERNELS * tensors * model.moe_num_experts / ep
+            host_s = host_s + launches * KERNEL_LAUNCH_S
         host_layer = moe_frac * _max(host_s - moe_busy, 0.0)
         # The data-parallel stream keeps running while the GPU waits.
         stall_fwd = stall_fwd + MOE_HOST_FORWARD_SHARE * host_layer

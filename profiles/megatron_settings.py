@@ -586,6 +586,9 @@ def build_request(
     _cp_comm_type(v, field_name, notes, context)
     if _cuda_graphs(v, field_name, notes, moe=experts is not None and experts > 1):
         overrides["cuda_graphs"] = True
+    if precision == "fp8" and isinstance(recipe, str) and recipe.strip().lower() == "tensorwise":
+        # Current scaling: each local expert's tensors quantized by kernels of their own.
+        overrides["fp8_current_scaling"] = True
     if overrides:
         training["framework_overrides"] = overrides
     for setting in _UNMODELLED:

@@ -469,6 +469,9 @@ _FLAG_MAP: dict[str, tuple[str, ...]] = {
     # Megatron-Core cuda_graph_impl with a scope covering the MoE router and preprocessing (or
     # more): the eager host time of a MoE layer does not apply.
     "cuda_graphs": ("cuda_graphs",),
+    # Transformer Engine's FP8 current scaling (Megatron-Bridge's fp8_cs recipes): each local
+    # expert's tensors are quantized by kernels of their own.
+    "fp8_current_scaling": ("fp8_current_scaling",),
 }
 # Published software choices (same column) that set a framework flag to a value.
 _VALUE_FLAG_MAP: dict[str, dict[str, str | bool]] = {

@@ -676,3 +676,20 @@ def test_block_recompute_of_part_of_each_stage_estimates_between_none_and_full(
         < _gpt3_seconds(client, full + "block --recompute-num-layers 2")
         < _gpt3_seconds(client, full + "uniform --recompute-num-layers 1")
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "current"),
+    [
+        (" --fp8-format hybrid --fp8-recipe tensorwise", True),
+        (" --fp8-format hybrid --fp8-recipe delayed", False),
+        (" --fp8-format hybrid", False),  # Megatron's default recipe is delayed scaling
+        (" --bf16 --fp8-recipe tensorwise", False),  # no FP8 training: nothing is quantized
+    ],
+)
+def test_fp8_current_scaling_is_read_as_the_framework_flag(flags: str, current: bool) -> None:
+    """--fp8-recipe tensorwise is Transformer Engine's current scaling, which quantizes each
+    local expert's tensors by kernels of their own (Framework.fp8_current_scaling)."""
+    parsed = parse_megatron_args(QWEN3_30B + flags, vocab_size=151936)
+    overrides = parsed.request["training"].get("framework_overrides", {})
+    assert overrides.get("fp8_current_scaling", False) is current

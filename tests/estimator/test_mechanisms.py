@@ -54,6 +54,9 @@ from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
     DEEPSPEED_COMPUTE_EFFICIENCY,
     EAGER_OP_HOST_S,
+    FP8_CURRENT_SCALING_QUANTIZE_KERNELS,
+    FP8_EXPERT_TENSORS_BACKWARD,
+    FP8_EXPERT_TENSORS_FORWARD,
     FRAMEWORK_PRESETS,
     KERNEL_LAUNCH_S,
     MEGATRON_MOE_LAYER_HOST_S,
@@ -1949,13 +1952,16 @@ def test_paper_fidelity_reports_flop_rates_from_its_own_count() -> None:
 
 # --- eager MoE layers: the host's time is a floor (Framework.moe_layer_host_s) -------------------
 def _qwen_eager(
-    fw: Framework, recompute: Recompute = Recompute.NONE, model: ModelSpec | None = None
+    fw: Framework,
+    recompute: Recompute = Recompute.NONE,
+    model: ModelSpec | None = None,
+    precision: Precision = Precision.FP16,
 ) -> Estimate:
     """Qwen3-30B-A3B (or ``model``) on 16 H100-like GPUs, EP 8 inside a node (NVLink
     all-to-all), 8 micro-batches of one sequence."""
     model = model or model_preset("qwen3-30b-a3b")
     layout = LayoutSpec(pipeline=1, tensor=1, data=16, expert_parallel=8 if model.is_moe else 1)
-    tr = TrainingSpec(global_batch_size=128, recompute=recompute, framework=fw)
+    tr = TrainingSpec(global_batch_size=128, recompute=recompute, framework=fw, precision=precision)
     links = FixedBandwidth(tp_gbps=360.0, pp_gbps=45.0, dp_gbps=45.0, expert_gbps=300.0)
     cluster = a100(
         links,
@@ -2025,6 +2031,45 @@ def test_the_megatron_core_presets_carry_the_fitted_moe_host_time() -> None:
     assert qwen.breakdown.host_s > 0.0
     mixtral = _qwen_eager(framework_preset("nemo"), model=model_preset("mixtral-8x7b"))
     assert mixtral.breakdown.host_s == 0.0
+
+
+def test_fp8_current_scaling_adds_each_local_experts_quantize_launches_to_the_host_time() -> None:
+    """Transformer Engine's GroupedLinear quantizes each local expert's tensor with four kernels
+    of its own under FP8 current scaling (v2.8 quantizer.cpp 497-536; delayed scaling uses one
+    multi-tensor cast): 128 experts over EP 8 are 16 local experts, each with its FC1 and FC2
+    inputs (forward, again in a full replay) and their output gradients (backward) quantized,
+    at KERNEL_LAUNCH_S a launch, added to the eager layer's host time."""
+    nemo = framework_preset("nemo").replace(moe_layer_host_s=0.05)  # every layer host-bound
+    layers, m, local = 48, 8, 128 / 8
+    fp8 = Precision.FP8
+    delayed = _qwen_eager(nemo, precision=fp8)
+    current = _qwen_eager(nemo.replace(fp8_current_scaling=True), precision=fp8)
+    per_layer = local * FP8_CURRENT_SCALING_QUANTIZE_KERNELS * KERNEL_LAUNCH_S
+    launches_s = per_layer * (FP8_EXPERT_TENSORS_FORWARD + FP8_EXPERT_TENSORS_BACKWARD)
+    assert launches_s == pytest.approx(16 * 4 * 4 * 3e-6)  # 0.768 ms per layer and micro-batch
+    assert current.breakdown.host_s - delayed.breakdown.host_s == pytest.approx(
+        m * layers * launches_s, rel=1e-9
+    )
+    # A full replay quantizes the forward's inputs again.
+    full_delayed = _qwen_eager(nemo, Recompute.FULL, precision=fp8)
+    full_current = _qwen_eager(
+        nemo.replace(fp8_current_scaling=True), Recompute.FULL, precision=fp8
+    )
+    replayed_s = per_layer * (2 * FP8_EXPERT_TENSORS_FORWARD + FP8_EXPERT_TENSORS_BACKWARD)
+    assert full_current.iteration_time_s - full_delayed.iteration_time_s == pytest.approx(
+        m * layers * replayed_s, rel=1e-9
+    )
+    # In 16-bit, or captured in CUDA graphs, the flag changes nothing.
+    bf16 = _qwen_eager(nemo, precision=Precision.BF16)
+    bf16_flag = _qwen_eager(nemo.replace(fp8_current_scaling=True), precision=Precision.BF16)
+    assert bf16_flag.iteration_time_s == bf16.iteration_time_s
+    graphed = nemo.replace(cuda_graphs=True)
+    assert (
+        _qwen_eager(graphed.replace(fp8_current_scaling=True), precision=fp8).iteration_time_s
+        == _qwen_eager(graphed, precision=fp8).iteration_time_s
+    )
+    assert "more under FP8 current scaling" in current.assumptions[1]
+    assert "FP8 current scaling" not in delayed.assumptions[1]
 
 
 @pytest.mark.parametrize("bad", [-0.001, 1.5, math.nan, math.inf])

@@ -202,16 +202,20 @@ DGXC_MOE_MEAN_PCT = 7.5
 # (moe_layer_host_s, fitted on Megatron-LM's eager BF16 Qwen3-30B-A3B recipe: the five eager
 # FP8 rows of that model in Megatron-Bridge's tables -36 % -> -7 to -14 %, 26.02 -64 % -> -47 %);
 # 6.28 % on 191 since block recompute is priced and Megatron-Bridge 25.11's Llama 3 8B row (FP8,
-# Megatron-FSDP, 5 of 32 layers replayed), excluded for it, is scored (+10.4 %).
-ALL_ROWS_MEAN_PCT = 6.3
+# Megatron-FSDP, 5 of 32 layers replayed), excluded for it, is scored (+10.4 %); 6.16 % since FP8
+# current scaling's per-expert quantize launches are added to an eager MoE layer's host time
+# (Transformer Engine GroupedLinear; Megatron-Bridge's FP8 Qwen3-30B-A3B rows -14 to -7 % ->
+# -10 to +1 %, 26.02 -47 % -> -43 %).
+ALL_ROWS_MEAN_PCT = 6.2
 # Megatron-Bridge's H100 tables (Llama 3 70B, Llama 3.1 405B, Qwen3-30B-A3B, Qwen3-235B-A22B):
 # issue 11's per-family target 8 % is missed, 18.50 % today (14.25 % before the flex dispatcher
 # moved the FP8 PP 1 Qwen3-30B rows from +10 % to -36 %): the Llama rows are within 9.3 %
 # (mean 3.95 %), the five 235B rows +9.5 to +17.8 %, 30B's six -64 to -35 %; 12.98 % since
 # the eager MoE layers' host time is a floor (30B's six -61 to -7 %); 12.85 % on 21 since
 # block recompute is priced and 25.11's Llama 3 8B row (5 of 32 layers replayed) is scored
-# (+10.4 %).
-MBRIDGE_MEAN_PCT = 12.9
+# (+10.4 %); 11.78 % since FP8 current scaling quantizes each local expert's tensors by kernels
+# of their own (the FP8 Qwen3-30B-A3B rows' host time).
+MBRIDGE_MEAN_PCT = 11.8
 # The Llama rows: 3.95 % -> 4.11 % since SwiGLU's three FFN-width tensors are counted; 4.73 %
 # on 10 since the Llama 3 8B row is scored.
 MBRIDGE_LLAMA_MEAN_PCT = 4.8
@@ -382,8 +386,9 @@ def test_moe_host_time_is_fitted_on_the_eager_bf16_recipe_and_predicts_the_other
             "mbridge260201_qwen3_30b_a3b_h100",
         )
     ]
-    # Out of sample: -36 % each without the floor.
-    assert all(trained in r.fit_rows and -15.0 < r.error_pct < -5.0 for r in eager_fp8)
+    # Out of sample: -36 % each without the floor, -14 to -7 % with it, -10 to +1 % with FP8
+    # current scaling's per-expert quantize launches on top (counted, not fitted).
+    assert all(trained in r.fit_rows and -11.0 < r.error_pct < 2.0 for r in eager_fp8)
     run_of = {r.id: r for r in runs}
     for row in report.rows:
         run = run_of[row.id]
