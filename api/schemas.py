@@ -611,6 +611,15 @@ class PlanConstraints(_In):
         min_length=1,
         description="recompute modes to sweep (default: all three, or training.recompute)",
     )
+    recompute_num_layers: list[Count] | None = Field(
+        None,
+        min_length=1,
+        max_length=16,
+        description="block recompute to sweep beside full recompute: for each N, the layouts "
+        "with recompute full again, replaying the first N layers of each pipeline chunk "
+        "(only where a chunk holds more than N); each layout names its own "
+        "recompute_num_layers",
+    )
     sequence_parallel: list[bool] | None = Field(None, min_length=1)
     max_virtual_stages: int = Field(8, ge=1, le=64)
     drop_infeasible: bool = False
@@ -1266,6 +1275,14 @@ class PlanLayoutOut(_LayoutShape, _Out):
 
     micro_batch_size: int
     recompute: Recompute
+    recompute_num_layers: int | None = Field(
+        None,
+        # absent unless a block recompute was swept: a layout moved into an estimate request
+        # (its training fields into training) stays the request it was before
+        exclude_if=lambda value: value is None,
+        description="block recompute (a training field): layers replayed per pipeline chunk; "
+        "absent: every layer, or no full recompute",
+    )
     context_parallel: int = 1
     expert_parallel: int = 1
     expert_tensor_parallel: int | None = Field(

@@ -199,7 +199,11 @@ def plan_rows(layouts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "sp": layout.get("sequence_parallel"),
                 "zero": layout.get("zero_stage"),
                 "b": layout.get("micro_batch_size"),
-                "recompute": layout.get("recompute"),
+                "recompute": (
+                    f"full, {layout['recompute_num_layers']}/chunk"  # block recompute
+                    if layout.get("recompute_num_layers") is not None
+                    else layout.get("recompute")
+                ),
                 "iteration s": total,
                 "comm %": f"{100.0 * comm / total:.1f}" if total > 0 else "-",
                 "bubble %": (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,23 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], list[TrainingS
             "applies to recompute: full only, which this plan does not sweep; drop it or "
             "include full in recompute",
         )
+    blocks = request.recompute_num_layers
+    if blocks is not None:
+        if tr.recompute_num_layers is not None:
+            raise ValidationError(
+                "recompute_num_layers",
+                blocks,
+                f"conflicts with training.recompute_num_layers={tr.recompute_num_layers}; give one",
+            )
+        if any(n <= 0 for n in blocks):
+            raise ValidationError("recompute_num_layers", blocks, "each must be a whole number > 0")
+        if Recompute.FULL not in (rc_list or [Recompute.FULL]):
+            raise ValidationError(
+                "recompute_num_layers",
+                blocks,
+                "block recompute is swept beside full recompute, which this plan does not "
+                "sweep; drop it or include full in recompute",
+            )
     for b in b_list or ():
         if b <= 0:
             raise ValidationError("micro_batch_sizes", b_list, "each must be a whole number > 0")
@@ -204,19 +222,46 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
         options["tensor_within_node"] = cluster.spec.gpus_per_node
     results: list[SweepResult] = []
     precision_of: list[Precision] = []
+    block_of: list[int | None] = []
     counted = 0
+    # A pass per precision, and per block recompute swept its full-recompute layouts again.
+    blocks = sorted(set(request.recompute_num_layers or ()))
+    planned = [
+        (training, resolved, pass_options, n)
+        for training, resolved in zip(trainings, clusters, strict=True)
+        for training, pass_options, n in [
+            (training, options, None),
+            *(
+                (
+                    replace(training, recompute_num_layers=n),
+                    {**options, "recompute": (Recompute.FULL,)},
+                    n,
+                )
+                for n in blocks
+            ),
+        ]
+    ]
     # extreme figures overflow to inf, which the answer refuses below (finite_answer)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         # every pass is enumerated (and the cap checked over all of them) before any is
         # evaluated: a plan over the cap is refused before the costly part, not after a pass
         passes = []
-        for training in trainings:
+        for training, _, pass_options, n in planned:
             layouts = enumerate_layouts(
-                model, training, request.gpus, max_layouts=max_layouts, counted=counted, **options
+                model,
+                training,
+                request.gpus,
+                max_layouts=max_layouts,
+                counted=counted,
+                **pass_options,
             )
+            if n is not None:
+                # where a chunk holds n layers or fewer, block recompute is full recompute
+                chunk = model.num_layers / (layouts.columns["p"] * layouts.columns["v"])
+                layouts = layouts.take(np.flatnonzero(chunk > n))
             counted += len(layouts)
             passes.append(layouts)
-        for training, resolved, layouts in zip(trainings, clusters, passes, strict=True):
+        for (training, resolved, _, n), layouts in zip(planned, passes, strict=True):
             results.append(
                 evaluate_layouts(
                     model,
@@ -228,6 +273,7 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
                 )
             )
             precision_of += [training.precision] * len(layouts)
+            block_of += [n] * len(layouts)
     res = concat_results(results)
     order, group = rank(
         res,
@@ -254,6 +300,12 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
     figs: dict[str, float] = {}
     for training in trainings:
         figs |= figures(cluster.spec, model, training, request.fidelity)
+    # Block recompute: the pass's own N, else the request's for its full-recompute layouts.
+    pinned_block = request.training.recompute_num_layers
+    replayed = [
+        block_of[j] if block_of[j] is not None else pinned_block if code == 2 else None
+        for j, code in zip(top.tolist(), flags["recompute"].astype(int).tolist(), strict=True)
+    ]
     with finite_answer(figs):
         for i in range(len(top)):
             b, d, t = int(cols["b"][i]), int(cols["d"][i]), int(cols["t"][i])
@@ -269,6 +321,7 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
                         zero_stage=int(flags["zero"][i]),
                         micro_batch_size=b,
                         recompute=_RECOMPUTE_BY_CODE[int(flags["recompute"][i])],
+                        recompute_num_layers=replayed[i],
                         context_parallel=int(cols["cp"][i]),
                         expert_parallel=int(cols["ep"][i]),
                         expert_tensor_parallel=1 if cols["ef"][i] else None,
@@ -330,6 +383,11 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
         ),
         f"swept: {', '.join(f'{k}={v}' for k, v in sorted(options.items()))}",
     ]
+    if blocks:
+        assumptions.append(
+            f"block recompute swept beside full: recompute_num_layers {blocks}, each where a "
+            "pipeline chunk holds more layers (the first N of each chunk replayed)"
+        )
     if request.training.recompute_num_layers is not None:
         n = request.training.recompute_num_layers
         assumptions.append(

@@ -673,6 +673,25 @@ def test_plan_ranks_layouts(env: Path, tmp_path: Path) -> None:
     assert "Best layouts" in table.stdout
 
 
+def test_plan_sweeps_block_recompute_beside_full(env: Path, tmp_path: Path) -> None:
+    """--recompute-num-layers N (repeat) asks the plan to sweep block recompute beside full;
+    each layout names its own, and the table reads 'full, N/chunk'."""
+    from api.cli.tables import plan_rows
+
+    request = write_json(tmp_path / "small.json", SMALL_REQUEST)
+    args = ("plan", "--request", request, "--gpus", "8", "--top-k", "100")
+    result = run(*args, "--recompute-num-layers", "2", "--recompute-num-layers", "4")
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    replayed = {entry["layout"].get("recompute_num_layers") for entry in body["layouts"]}
+    assert replayed == {None, 2, 4}
+    assert any("block recompute swept" in a for a in body["assumptions"])
+    plain = json.loads(run(*args).stdout)
+    assert body["evaluated"] > plain["evaluated"]
+    rows = plan_rows(body["layouts"])
+    assert {row["recompute"] for row in rows} == {"full", "full, 2/chunk", "full, 4/chunk"}
+
+
 # --------------------------------------------------------------------------- db, validate
 
 

@@ -104,3 +104,80 @@ def test_plan_space_over_the_cap_is_413(tmp_path: Path, db_url: str) -> None:
 def test_plan_without_gpus_is_422(client: TestClient) -> None:
     plan = {k: v for k, v in GPT3_PLAN.items() if k != "gpus"}
     assert_problem(client.post("/v1/plans", json=plan), 422, field="gpus")
+
+
+def test_block_recompute_is_swept_beside_full_and_each_layout_estimates_alike(
+    client: TestClient,
+) -> None:
+    """recompute_num_layers [N, ...] adds, per N, the full-recompute layouts again with the
+    first N layers of each chunk replayed, where a chunk holds more than N; each planned
+    layout is the estimate of that layout (the same engine, one layout at a time)."""
+    plan = {
+        **GPT3_PLAN,
+        "gpus": 256,
+        "recompute": ["full"],
+        "recompute_num_layers": [2, 12],
+        "top_k": 400,
+    }
+    response = client.post("/v1/plans", json=plan)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    layouts = body["layouts"]
+    assert {e["layout"].get("recompute_num_layers") for e in layouts} == {None, 2, 12}
+    for entry in layouts:
+        layout = entry["layout"]
+        replayed = layout.get("recompute_num_layers")
+        chunk = 96 / (layout["pipeline"] * layout["virtual_stages"])
+        assert layout["recompute"] == "full"
+        assert replayed is None or replayed < chunk  # else it would be full recompute again
+    for entry in layouts[:: max(1, len(layouts) // 12)]:
+        layout = dict(entry["layout"])
+        training = {
+            "global_batch_size": 1536,
+            "precision": layout.pop("precision"),
+            "micro_batch_size": layout.pop("micro_batch_size"),
+            "recompute": layout.pop("recompute"),
+        }
+        if layout.get("recompute_num_layers") is not None:
+            training["recompute_num_layers"] = layout["recompute_num_layers"]
+        layout.pop("recompute_num_layers", None)
+        single = client.post(
+            "/v1/estimates",
+            json={
+                "model": GPT3_PLAN["model"],
+                "layout": layout,
+                "training": training,
+                "cluster": GPT3_PLAN["cluster"],
+            },
+        )
+        assert single.status_code == 200, single.text
+        assert single.json()["iteration_time_s"] == pytest.approx(
+            entry["iteration_time_s"], rel=1e-12
+        )
+    alone = client.post("/v1/plans", json={**plan, "recompute_num_layers": None})
+    assert body["evaluated"] > alone.json()["evaluated"]
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"recompute": ["none", "selective"]}, "include full in recompute"),
+        ({"recompute_num_layers": [0]}, "whole number > 0"),
+        (
+            {
+                "training": {
+                    "global_batch_size": 1536,
+                    "precision": "fp16",
+                    "recompute_num_layers": 2,
+                }
+            },
+            "give one",
+        ),
+    ],
+)
+def test_a_block_recompute_sweep_that_cannot_apply_is_422(
+    client: TestClient, change: dict[str, Any], says: str
+) -> None:
+    plan = {**GPT3_PLAN, "recompute_num_layers": [2], **change}
+    problem = assert_problem(client.post("/v1/plans", json=plan), 422, field="recompute_num_layers")
+    assert says in problem["rule"]

@@ -401,7 +401,7 @@ def test_a_planned_layout_loads_into_the_estimate_view(page: Page) -> None:
         page.get_by_test_id("load-layout").first.click()
     expect(page.get_by_test_id("tab-estimate")).to_have_attribute("aria-selected", "true")
     sent = sent_json(answer.value)
-    training = ("micro_batch_size", "recompute", "precision")
+    training = ("micro_batch_size", "recompute", "recompute_num_layers", "precision")
     layout = {k: v for k, v in best["layout"].items() if k not in training}
     assert {k: sent["layout"][k] for k in layout} == layout
     assert sent["training"]["micro_batch_size"] == best["layout"]["micro_batch_size"]
@@ -412,6 +412,43 @@ def test_a_planned_layout_loads_into_the_estimate_view(page: Page) -> None:
     expect(page.get_by_test_id("iteration-time")).to_have_attribute(
         "data-raw", repr(answer.value.json()["iteration_time_s"])
     )
+
+
+def test_a_plan_sweeps_block_recompute_and_loads_a_block_layout(page: Page) -> None:
+    """With full recompute ticked, the plan takes layers per chunk to sweep as block recompute
+    beside full; a planned block layout says so, and "Estimate this" carries it into the form
+    and the request."""
+    open_page(page)
+    fill_scenario(page, SMALL)
+    page.get_by_test_id("tab-plan").click()
+    view = page.get_by_test_id("plan-view")
+    view.locator("input[name=gpus]").fill("16")
+    view.locator("input[name=top_k]").fill("200")
+    view.locator("input[name=blocks]").fill("1 2")
+    with page.expect_response(lambda r: r.url.endswith("/v1/plans")) as answer:
+        page.get_by_test_id("plan-submit").click()
+    assert answer.value.status == 200, answer.value.text()
+    assert sent_json(answer.value)["recompute_num_layers"] == [1, 2]
+    plan = answer.value.json()
+    block = [e for e in plan["layouts"] if e["layout"].get("recompute_num_layers") is not None]
+    assert block, "the small scenario should plan some block-recompute layouts"
+    row = page.locator(f"[data-testid=plan-row][data-rank='{block[0]['rank']}']")
+    replayed = block[0]["layout"]["recompute_num_layers"]
+    expect(row).to_contain_text(f"recompute full ({replayed} layers per chunk)")
+    with page.expect_response(lambda r: r.url.endswith("/v1/estimates")) as estimate:
+        row.get_by_test_id("load-layout").click()
+    assert estimate.value.status == 200, estimate.value.text()
+    assert sent_json(estimate.value)["training"]["recompute_num_layers"] == replayed
+    assert estimate.value.json()["iteration_time_s"] == pytest.approx(
+        block[0]["iteration_time_s"], rel=1e-12
+    )
+    form = page.get_by_test_id("scenario")
+    expect(form.locator("[name=recompute_num_layers]")).to_have_value(str(replayed))
+    # unticking full hides the field: block recompute is swept beside full only
+    view = page.get_by_test_id("plan-view")
+    page.get_by_test_id("tab-plan").click()
+    view.locator("label.check", has_text="full").locator("input").uncheck()
+    expect(view.locator("input[name=blocks]")).to_have_count(0)
 
 
 def test_a_moe_plan_sweeps_expert_parallelism_and_loads_it(page: Page) -> None:

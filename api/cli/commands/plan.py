@@ -51,6 +51,13 @@ def plan(
             show_default=False,
         ),
     ] = None,
+    recompute_num_layers: Annotated[
+        list[int] | None,
+        typer.Option(
+            help="A block recompute to sweep beside full: layers replayed per pipeline chunk "
+            "(repeat).",
+        ),
+    ] = None,
     output_format: FormatOpt = OutputFormat.JSON,
 ) -> None:
     """Rank every valid layout for a GPU count: POST /v1/plans."""
@@ -72,6 +79,8 @@ def plan(
         where["expert_parallel"] = expert_parallel
     if experts_folded is not None:
         where["experts_folded"] = [False, True] if experts_folded else [False]
+    if recompute_num_layers:
+        where["recompute_num_layers"] = recompute_num_layers
     if tie_tolerance is not None:
         body["tie_tolerance"] = tie_tolerance
     with open_client(options(ctx)) as client:

@@ -60,7 +60,7 @@ function App() {
         training: {
           global_batch_size: Number(s.global_batch_size),
           // block recompute: what a swept "full" replays, when the plan sweeps full
-          ...(!extra?.recompute || extra.recompute.includes("full") ? replayedLayers(s) : {}),
+          ...(!extra?.recompute_num_layers && (!extra?.recompute || extra.recompute.includes("full")) ? replayedLayers(s) : {}),
           precision: s.precision,
           framework: s.framework,
           moe_token_dispatcher: s.moe_token_dispatcher || "alltoall",
@@ -106,7 +106,7 @@ function App() {
     setTab(t);
   };
   const loadLayout = (layout) => {
-    const s = { ...scenario, ...layout };
+    const s = { ...scenario, ...layout, recompute_num_layers: layout.recompute_num_layers ?? "" };
     setScenario(s);
     go("estimate");
     runView("estimate", s);

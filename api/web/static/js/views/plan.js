@@ -11,7 +11,7 @@ const PRECISIONS = ["fp32", "tf32", "fp16", "bf16", "fp8"];
 const layoutText = (l) =>
   `p${l.pipeline} t${l.tensor} d${l.data}${l.context_parallel > 1 ? ` cp${l.context_parallel}` : ""}${l.expert_parallel > 1 ? ` ep${l.expert_parallel}` : ""}${l.expert_tensor_parallel === 1 ? " etp1" : ""}${l.virtual_stages > 1 ? ` v${l.virtual_stages}` : ""}`;
 const detailText = (l) =>
-  `mbs ${l.micro_batch_size}, recompute ${l.recompute}, ZeRO ${l.zero_stage}${l.sequence_parallel ? ", SP" : ""}${l.precision ? `, ${l.precision}` : ""}`;
+  `mbs ${l.micro_batch_size}, recompute ${l.recompute}${l.recompute_num_layers != null ? ` (${l.recompute_num_layers} layers per chunk)` : ""}, ZeRO ${l.zero_stage}${l.sequence_parallel ? ", SP" : ""}${l.precision ? `, ${l.precision}` : ""}`;
 
 let accepted = null;
 /** The fields POST /v1/plans accepts on this server (its OpenAPI schema): a newer server
@@ -92,6 +92,7 @@ export function PlanView({ scenario, profile, state, run, onLoad, active }) {
     tensorInNode: true,
     fitsOnly: true,
     recompute: { none: true, selective: true, full: true },
+    blocks: "",
     precision: {},
   });
   const [fields, setFields] = useState(null);
@@ -107,6 +108,9 @@ export function PlanView({ scenario, profile, state, run, onLoad, active }) {
     const precision = PRECISIONS.filter((k) => form.precision[k]);
     const extra = { gpus: Number(form.gpus), top_k: Number(form.top_k), drop_infeasible: form.fitsOnly };
     if (recompute.length) extra.recompute = recompute;
+    // block recompute: layers per chunk to sweep beside full ("2 4 8"; only with full ticked)
+    const blocks = [...new Set(form.blocks.split(/[\s,]+/).filter(Boolean).map(Number))];
+    if (blocks.length && form.recompute.full && known.has("recompute_num_layers")) extra.recompute_num_layers = blocks;
     if (form.tensorInNode) {
       if (known.has("tensor_within_node")) extra.tensor_within_node = true;
       else extra.max_tensor = perNode;
@@ -139,6 +143,10 @@ export function PlanView({ scenario, profile, state, run, onLoad, active }) {
         ${["none", "selective", "full"].map((k) => html`<label class="check"><input type="checkbox" checked=${form.recompute[k]}
           onChange=${(e) => set({ recompute: { ...form.recompute, [k]: e.currentTarget.checked } })} /> ${k}</label>`)}
       </span>
+      ${fields && fields.has("recompute_num_layers") && form.recompute.full
+        ? html`<label title="Megatron's block recompute, swept beside full: the first N layers of each pipeline chunk replayed, the others keeping their activations (whole numbers, e.g. 2 4 8)">block recompute, layers per chunk
+            <input type="text" name="blocks" inputmode="numeric" placeholder="e.g. 2 4 8" size="8" value=${form.blocks} onInput=${(e) => set({ blocks: e.currentTarget.value })} /></label>`
+        : null}
       ${fields && fields.has("precision")
         ? html`<span class="group-label" title="precisions to sweep besides the scenario's">also try:
             ${PRECISIONS.filter((k) => k !== scenario.precision).map((k) => html`<label class="check"><input type="checkbox" checked=${!!form.precision[k]}
