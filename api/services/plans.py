@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from api.scenario import cluster_spec, figures, framework, model_spec
+from api.scenario import ResolvedCluster, cluster_spec, figures, framework, model_spec
 from api.schemas import (
     ClusterOut,
     PlanEntryOut,
@@ -226,27 +226,19 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
     counted = 0
     # A pass per precision, and per block recompute swept its full-recompute layouts again.
     blocks = sorted(set(request.recompute_num_layers or ()))
-    planned = [
-        (training, resolved, pass_options, n)
-        for training, resolved in zip(trainings, clusters, strict=True)
-        for training, pass_options, n in [
-            (training, options, None),
-            *(
-                (
-                    replace(training, recompute_num_layers=n),
-                    {**options, "recompute": (Recompute.FULL,)},
-                    n,
-                )
-                for n in blocks
-            ),
-        ]
-    ]
+    planned: list[tuple[TrainingSpec, ResolvedCluster, dict[str, Any], int | None]] = []
+    for training, resolved in zip(trainings, clusters, strict=True):
+        planned.append((training, resolved, options, None))
+        block_options = {**options, "recompute": (Recompute.FULL,)}
+        for n in blocks:
+            block = replace(training, recompute_num_layers=n)
+            planned.append((block, resolved, block_options, n))
     # extreme figures overflow to inf, which the answer refuses below (finite_answer)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         # every pass is enumerated (and the cap checked over all of them) before any is
         # evaluated: a plan over the cap is refused before the costly part, not after a pass
         passes = []
-        for training, _, pass_options, n in planned:
+        for training, _, pass_options, replay in planned:
             layouts = enumerate_layouts(
                 model,
                 training,
@@ -255,13 +247,13 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
                 counted=counted,
                 **pass_options,
             )
-            if n is not None:
-                # where a chunk holds n layers or fewer, block recompute is full recompute
+            if replay is not None:
+                # where a chunk holds that many layers or fewer, it is full recompute again
                 chunk = model.num_layers / (layouts.columns["p"] * layouts.columns["v"])
-                layouts = layouts.take(np.flatnonzero(chunk > n))
+                layouts = layouts.take(np.flatnonzero(chunk > replay))
             counted += len(layouts)
             passes.append(layouts)
-        for (training, resolved, _, n), layouts in zip(planned, passes, strict=True):
+        for (training, resolved, _, replay), layouts in zip(planned, passes, strict=True):
             results.append(
                 evaluate_layouts(
                     model,
@@ -273,7 +265,7 @@ def create_plan(*, request: PlanRequest, profiles: Profiles, max_layouts: int) -
                 )
             )
             precision_of += [training.precision] * len(layouts)
-            block_of += [n] * len(layouts)
+            block_of += [replay] * len(layouts)
     res = concat_results(results)
     order, group = rank(
         res,
