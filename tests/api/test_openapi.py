@@ -80,6 +80,7 @@ def test_plan_request_schema_names_the_grouped_constraints(client: TestClient) -
         "micro_batch_sizes",
         "zero_stages",
         "recompute",
+        "recompute_num_layers",
         "sequence_parallel",
         "max_virtual_stages",
         "drop_infeasible",
