@@ -35,7 +35,7 @@ from estimator.frameworks import (
     KERNEL_LAUNCH_S,
     trainer_kind,
 )
-from estimator.kernel import TERMS, KernelResult, LayoutVars, evaluate
+from estimator.kernel import TERMS, KernelResult, LayoutVars, block_share, evaluate
 from estimator.specs import (
     RECOMPUTE_CODE,
     ClusterSpec,
@@ -594,7 +594,7 @@ def _block_recompute_line(scenario: Scenario) -> str | None:
     middle = lay.pipeline - (first > 0) - (last > 0)
     mid = (scenario.model.num_layers - first - last) / max(middle, 1)
     chunk = max(first, mid, last) / lay.virtual_stages
-    share = min(n, chunk) / chunk if chunk > 0 else 0.0
+    share = float(block_share(float(n), chunk))  # as the kernel prices it
     head = (
         f"recompute_num_layers={n} (Megatron's block method): the first {n} layers of each "
         "pipeline chunk replay their forward pass, the others keep their activations; "

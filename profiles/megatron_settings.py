@@ -796,19 +796,17 @@ def _recompute_extent(
     ``chunk`` is the layers of one (virtual) pipeline stage: ``recompute_method block`` replays
     the first ``recompute_num_layers`` of each and keeps the others' activations."""
     method_name = "recompute_method" if "recompute_method" in v else "activations_checkpoint_method"
-    if recompute == "full" and v.get(method_name) == "block":
-        count = v.get("recompute_num_layers")
-        if isinstance(count, int) and count == 0:
+    method, count = v.get(method_name), v.get("recompute_num_layers")
+    if recompute == "full" and isinstance(count, int):
+        if method == "block" and count == 0:
             notes.append(
                 f"{field_name(method_name)} block with "
                 f"{field_name('recompute_num_layers')} 0: no layer is recomputed"
             )
             return "none", None
-        if isinstance(count, int) and count < chunk:
+        if method == "block" and count < chunk:
             return recompute, count
-    if recompute == "full" and v.get(method_name) == "uniform":
-        count = v.get("recompute_num_layers")
-        if isinstance(count, int) and count > 1:
+        if method == "uniform" and count > 1:
             notes.append(
                 f"{field_name(method_name)} uniform with "
                 f"{field_name('recompute_num_layers')} {count}: Megatron keeps one input per "

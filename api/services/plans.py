@@ -58,7 +58,8 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], list[TrainingS
                 f"conflicts with training.recompute={tr.recompute.value}; give one",
             )
         rc_list = [tr.recompute]
-    if tr.recompute_num_layers is not None and Recompute.FULL not in (rc_list or [Recompute.FULL]):
+    sweeps_full = rc_list is None or Recompute.FULL in rc_list
+    if tr.recompute_num_layers is not None and not sweeps_full:
         raise ValidationError(
             "training.recompute_num_layers",
             tr.recompute_num_layers,
@@ -75,7 +76,7 @@ def _sweep_options(request: PlanRequest) -> tuple[dict[str, Any], list[TrainingS
             )
         if any(n <= 0 for n in blocks):
             raise ValidationError("recompute_num_layers", blocks, "each must be a whole number > 0")
-        if Recompute.FULL not in (rc_list or [Recompute.FULL]):
+        if not sweeps_full:
             raise ValidationError(
                 "recompute_num_layers",
                 blocks,
