@@ -106,7 +106,7 @@ ATTENTION_WIDTH_SBH = 8.0
 LOGITS_PEAK_BYTES = 10.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Roofline:
     """The machine and fitted constants the per-operation times use."""
 
@@ -347,6 +347,7 @@ def layer_times(
     ep: Num,
     fp8_gather: bool = False,
     expert_tp: Num | None = None,
+    op_sac: bool = True,
 ) -> LayerTimes:
     """Per-operation times of one (dense or MoE) layer for a micro-batch of b sequences.
 
@@ -354,7 +355,8 @@ def layer_times(
     all-gather (torchao float8 TP; ``Framework.tp_fp8_all_gather``). ``expert_tp``: the experts'
     own tensor parallelism where it is not t (1: folded over TP under sequence parallelism):
     each rank then routes its sequence shard's tokens, and its local experts' GEMMs are
-    expert_ffn/expert_tp wide.
+    expert_ffn/expert_tp wide. ``op_sac``: price the GEMMs torch's op-level SAC replays
+    (``sac_linear_fwd``); without it that field is 0 (only an op-SAC framework reads it).
     """
     h, kv, s = float(model.hidden_size), float(model.kv_hidden), float(model.seq_length)
     hq = float(model.attention_width)  # Q's and the attention output's width (h by default)
@@ -384,7 +386,7 @@ def layer_times(
     # torchtitan's op-level SAC saves every other aten.mm of a block, in execution order
     # wq, wk, wv, wo, w1, (w3,) w2: it replays wk, wo and w3 (gated) or w2 (ungated). FP8
     # linears run torch._scaled_mm, which the policy does not save: all are replayed.
-    sac_attention = lin(kv / t, h) + proj
+    sac_attention = lin(kv / t, h) + proj if op_sac else 0.0
     # FP8 cast bytes per token, per pass (only in FP8: the sweep's hot path skips them). Each
     # block has one h-wide input (QKV's, FC1's: gathered under SP) and one h-wide output
     # gradient (the output projection's, FC2's); with ``fp8_gather`` under SP both are cast on
@@ -423,7 +425,7 @@ def layer_times(
         rows = imbalance * ep * routed * float(model.moe_top_k) / e  # tokens per local expert
         fc1 = lin(gated * f_e / et, h, local, rows)
         fc2 = lin(h, f_e / et, local, rows)
-        sac_ffn = lin(f_e / et, h, local, rows) if model.swiglu else fc2
+        sac_ffn = (lin(f_e / et, h, local, rows) if model.swiglu else fc2) if op_sac else 0.0
         router = gemm_s(roof, routed, e, h, operand_bytes=beta, peak=hi_peak, utilization=u)
         # Permute before dispatch and un-permute after combine: read + write each token copy.
         permute_bytes = 2.0 * 2.0 * routed * float(model.moe_top_k) * h * beta
@@ -440,7 +442,7 @@ def layer_times(
         f = float(model.ffn)
         fc1 = lin(gated * f / t, h)
         fc2 = lin(h, f / t)
-        sac_ffn = lin(f / t, h) if model.swiglu else fc2
+        sac_ffn = (lin(f / t, h) if model.swiglu else fc2) if op_sac else 0.0
         if fp8:
             # FC1's input is h-wide, its output gradient gated·f/t; FC2's input f/t, its output
             # gradient h-wide.
@@ -508,22 +510,25 @@ def layer_times(
     elementwise_attention = roof.traffic_s(attention_part, gamma)
     elementwise = roof.traffic_s(linear_part, gamma) + elementwise_attention
 
+    # Positional, in field order (keywords cost as much as the record itself).
+    linear_fwd = qkv + proj + fc1 + fc2
     return LayerTimes(
-        linear_fwd=qkv + proj + fc1 + fc2,
-        attention_fwd=attention_fwd,
-        attention_bwd=attention_bwd,
-        elementwise_fwd=elementwise,
-        elementwise_attention_fwd=elementwise_attention,
-        qkv_fwd=qkv,
-        fc1_fwd=fc1,
-        extra_fwd=extra,
-        cast_fwd=cast_fwd,
-        cast_bwd=cast_bwd,
-        attention_linear_fwd=qkv + proj,
-        sac_linear_fwd=(qkv + proj + fc1 + fc2) if fp8 else sac_attention + sac_ffn,
-        # A MoE layer's expert outputs are saved after FC2 runs (weighted by the router's
-        # probabilities, or scattered with them), so an early-stopping replay runs it anyway.
-        fc2_fwd=0.0 if moe else fc2,
+        linear_fwd,
+        attention_fwd,
+        attention_bwd,
+        elementwise,  # elementwise_fwd
+        elementwise_attention,  # elementwise_attention_fwd
+        qkv,  # qkv_fwd
+        fc1,  # fc1_fwd
+        extra,  # extra_fwd
+        cast_fwd,
+        cast_bwd,
+        qkv + proj,  # attention_linear_fwd
+        # sac_linear_fwd
+        ((qkv + proj + fc1 + fc2) if fp8 else sac_attention + sac_ffn) if op_sac else 0.0,
+        # fc2_fwd: a MoE layer's expert outputs are saved after FC2 runs (weighted by the
+        # router's probabilities, or scattered with them), so an early-stopping replay runs it.
+        0.0 if moe else fc2,
     )
 
 

@@ -192,16 +192,13 @@ class Call:
     size_bytes: Num
     count: Num
     per_microbatch: bool
-    term: str = ""  # the breakdown term it is charged to; default: its kind
-    busbw_gbps: Num = 0.0
-    time_per_call_s: Num = 0.0
+    term: str  # the breakdown term it is charged to
+    busbw_gbps: Num
+    time_per_call_s: Num
     # Which members of its group exchange bytes (estimator.traffic.SCOPES): all of them, or
     # (a flex MoE dispatch's two legs) those on other nodes at the same node position, or
     # those on the same node.
     scope: str = "group"
-
-    def __post_init__(self) -> None:
-        self.term = self.term or str(self.kind)  # its value (a StrEnum); .value is slower
 
 
 @dataclass(slots=True)
@@ -300,20 +297,21 @@ def evaluate(
         # The framework's compute speed relative to the fitted roofline (1 for most; the
         # DeepSpeed presets' fitted shortfall, estimator.frameworks): every operation scales.
         speed = training.software.compute_efficiency
+        # Positional, in field order (keywords cost as much as the record itself).
         roof = Roofline(
-            peak_flops=peak_flops * speed,
-            utilization=utilization,
-            fp8_utilization=fp8_utilization,
-            fp8=training.precision is _FP8,
-            hbm_bytes_per_s=(memory_bandwidth_gbps or 0.0) * 1e9 * speed,
-            gemm_traffic_factor=gemm_traffic_factor,
-            elementwise_factor=memory_traffic_factor,
-            gemm_half_size_elements=gemm_half_size_elements,
-            attention_efficiency=attention_fwd_eff,
-            attention_backward_efficiency=attention_bwd_eff,
-            fused_elementwise=training.software.fused_elementwise,
-            cuda_core_peak_flops=(cuda_core_peak_flops or 0.0) * speed,
-            attention_kernel=training.software.attention_kernel,
+            peak_flops * speed,  # peak_flops
+            utilization,
+            fp8_utilization,
+            training.precision is _FP8,  # fp8
+            (memory_bandwidth_gbps or 0.0) * 1e9 * speed,  # hbm_bytes_per_s
+            gemm_traffic_factor,
+            memory_traffic_factor,  # elementwise_factor
+            attention_fwd_eff,  # attention_efficiency
+            attention_bwd_eff,  # attention_backward_efficiency
+            training.software.fused_elementwise,
+            gemm_half_size_elements,
+            (cuda_core_peak_flops or 0.0) * speed,  # cuda_core_peak_flops
+            training.software.attention_kernel,
         )
         result = _detailed(ctx, roof, bandwidth)
     if fidelity is _PAPER:
@@ -488,33 +486,34 @@ class _Context:
             # the stage with the most layers (its chunks of L/v hold N of them).
             chunk = _max(_max(first_layers, mid_layers), last_layers) / lay.v
             full = full * block_share(float(training.recompute_num_layers), chunk)
+        # Positional, in field order: 26 keywords cost three times the record itself.
         return cls(
-            model=model,
-            training=training,
-            lay=lay,
-            full=full,
-            selective=_eq(lay.recompute, 1.0),
-            sp=lay.sp * _gt(t, 1.0),
-            l=l,
-            h=float(model.hidden_size),
-            s=float(model.seq_length),
-            beta=float(training.activation_bytes),
-            beta_g=float(training.grad_bytes),
-            gb=float(training.global_batch_size),
-            m=float(training.global_batch_size) / (b * d),  # docs/design.md §3
-            has_pp=_gt(p, 1.0),
-            nodes_tp=nodes_spanned(t, stride["tp"], g),
-            nodes_cp=nodes_cp,
-            nodes_dp=nodes_dp,
-            nodes_d=nodes_d,
-            nodes_ep=nodes_ep,
-            expert_shard=expert_shard,
-            nodes_edp=nodes_edp,
-            nodes_pp=1.0 + _gt((p - 1.0) * stride["pp"], g - 1.0),  # a stage boundary off-node
-            first_layers=first_layers,
-            mid_layers=mid_layers,
-            last_layers=last_layers,
-            middle_stages=middle_stages,
+            model,
+            training,
+            lay,
+            full,
+            _eq(lay.recompute, 1.0),  # selective
+            lay.sp * _gt(t, 1.0),  # sp
+            l,
+            float(model.hidden_size),  # h
+            float(model.seq_length),  # s
+            float(training.activation_bytes),  # beta
+            float(training.grad_bytes),  # beta_g
+            float(training.global_batch_size),  # gb
+            float(training.global_batch_size) / (b * d),  # m: docs/design.md §3
+            _gt(p, 1.0),  # has_pp
+            nodes_spanned(t, stride["tp"], g),  # nodes_tp
+            nodes_cp,
+            nodes_dp,
+            nodes_d,
+            nodes_ep,
+            expert_shard,
+            nodes_edp,
+            1.0 + _gt((p - 1.0) * stride["pp"], g - 1.0),  # nodes_pp: a stage boundary off-node
+            first_layers,
+            mid_layers,
+            last_layers,
+            middle_stages,
         )
 
 
@@ -581,9 +580,10 @@ class _Pricer:
         """A collective of the critical stage for the report (skipped when it never runs)."""
         if priced is _NEVER or not _any(count):
             return
-        call = Call(kind, op, ranks, nodes, size, count, per_mb, term, scope=scope)
-        call.busbw_gbps, call.time_per_call_s = priced
-        self.calls.append(call)
+        # The term defaults to the kind's value (a StrEnum; ``.value`` is slower).
+        self.calls.append(
+            Call(kind, op, ranks, nodes, size, count, per_mb, term or str(kind), *priced, scope)
+        )
 
 
 _NEVER: tuple[Num, Num] = (0.0, 0.0)  # a collective no layout runs
@@ -762,6 +762,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # --- compute per layer and micro-batch (estimator.compute) -----------------------------
     flash = training.flash_attention
     imbalance = training.moe_capacity_factor or 1.0
+    op_sac = fw.selective_recompute == "op-sac"
     # torchao float8 TP: the layers' sequence-parallel all-gathers move FP8 elements.
     fp8_gather = fw.tp_fp8_all_gather and roof.fp8
     dense = layer_times(
@@ -777,6 +778,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         imbalance=1.0,
         ep=ep,
         fp8_gather=fp8_gather,
+        op_sac=op_sac,
     )
     moe = (
         layer_times(
@@ -793,11 +795,11 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             ep=ep,
             fp8_gather=fp8_gather,
             expert_tp=expert_tp if folded else None,
+            op_sac=op_sac,
         )
         if moe_frac
         else dense
     )
-    op_sac = fw.selective_recompute == "op-sac"
     stop = fw.recompute_early_stop
     # The FC2 output all-reduce (SP: reduce-scatter) a replay that stops early does not run,
     # per dense layer; MoE layers replay their experts whole. Under SP the MoE branch below
@@ -1012,19 +1014,21 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # gradients; under the attention kernels when the framework's ring attention overlaps.
     # PyTorch's ring (Framework.cp_torch_ring): K/V at the query head count, and the backward
     # passes this rank's float32 dK/dV shard to the next rank at each of its cp steps.
-    torch_ring = fw.cp_torch_ring
-    kv_width = float(model.attention_width) if torch_ring else float(model.kv_hidden)
-    kv_bytes = 2.0 * beta * b * s * kv_width / t
-    # The backward's K/V gradients: (collective, bytes, calls per layer).
-    cp_back: tuple[Collective, Num, Num] = (
-        (_SENDRECV, 2.0 * 4.0 * b * (s / cp) * kv_width / t, cp * _min(cp - 1.0, 1.0))
-        if torch_ring  # whole cp passes (a sweep's cp = 1 layouts pass nothing)
-        else (_REDUCE_SCATTER, kv_bytes, 1.0)
-    )
     cp_ag = cp_rs = _NEVER
+    kv_bytes: Num = 0.0
+    cp_back: tuple[Collective, Num, Num] = (_REDUCE_SCATTER, 0.0, 0.0)
     cp_link_layer: Num = 0.0
     cp_exposed_layer: Num = 0.0
     if _any(cp - 1.0):
+        torch_ring = fw.cp_torch_ring
+        kv_width = float(model.attention_width) if torch_ring else float(model.kv_hidden)
+        kv_bytes = 2.0 * beta * b * s * kv_width / t
+        # The backward's K/V gradients: (collective, bytes, calls per layer).
+        cp_back = (
+            (_SENDRECV, 2.0 * 4.0 * b * (s / cp) * kv_width / t, cp * _min(cp - 1.0, 1.0))
+            if torch_ring  # whole cp passes (a sweep's cp = 1 layouts pass nothing)
+            else (_REDUCE_SCATTER, kv_bytes, 1.0)
+        )
         cp_ag = pricer.time(_CP, _ALL_GATHER, cp, ctx.nodes_cp, kv_bytes)
         cp_rs = pricer.time(_CP, cp_back[0], cp, ctx.nodes_cp, cp_back[1])
         cp_link_layer = (2.0 + full) * cp_ag[1] + cp_back[2] * cp_rs[1]
@@ -1251,7 +1255,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         if p2p_overlapped is not None:
             pp_exposed = _where(p2p_overlapped, _max(pp_exposed - comp, 0.0), pp_exposed)
         pp = pp_exposed + pp_gather * ag
-        dp_mb = zero3_exposed(layers)
+        dp_mb = zero3_exposed(layers) if any_z3 else 0.0
         if _any(reduce_each):
             dp_mb = dp_mb + _hide(reduce_each, layers * free_bwd, ogr)
         parts = {
@@ -1459,26 +1463,28 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             scope="within_node",
         )  # fmt: skip
 
+    # Positional, in field order (keywords cost as much as the record itself).
     return KernelResult(
-        terms=terms,
-        link_s=link_s,
-        micro_batches=m,
-        compute_mb_s=compute_mb,
-        tp_mb_s=tp_mb,
-        pp_mb_s=pp_mb,
-        calls=pricer.calls,
-        parameters=total_params,
-        gpu_parameters=dense_gpu + expert_gpu,
-        model_flops=0.0,
-        hardware_flops=0.0,
-        dense_gpu_parameters=dense_gpu,
-        expert_gpu_parameters=expert_gpu,
-        stages={"first": first, "mid": mid, "last": last},
-        pipeline_s=m * period + terms["bubble"],
-        compute_split=(layer_fwd, layer_replay, layer_bwd),
-        # 2 TP collectives forward, 2 more in a full replay (1 if it stops before FC2), 2
-        # backward (SC21 §2.3)
-        tp_split=(2.0 + 0.0 * p, 2.0 * full - skipped_avg, 2.0 + 0.0 * p),
+        terms,
+        link_s,
+        m,  # micro_batches
+        compute_mb,  # compute_mb_s
+        tp_mb,  # tp_mb_s
+        pp_mb,  # pp_mb_s
+        pricer.calls,
+        total_params,  # parameters
+        dense_gpu + expert_gpu,  # gpu_parameters
+        0.0,  # model_flops (evaluate's)
+        0.0,  # hardware_flops (evaluate's)
+        dense_gpu,  # dense_gpu_parameters
+        expert_gpu,  # expert_gpu_parameters
+        {},  # memory (evaluate's)
+        {"first": first, "mid": mid, "last": last},  # stages
+        m * period + terms["bubble"],  # pipeline_s
+        (layer_fwd, layer_replay, layer_bwd),  # compute_split
+        # tp_split: 2 TP collectives forward, 2 more in a full replay (1 if it stops before
+        # FC2), 2 backward (SC21 §2.3)
+        (2.0 + 0.0 * p, 2.0 * full - skipped_avg, 2.0 + 0.0 * p),
     )
 
 
@@ -1545,7 +1551,9 @@ def _memory(
     # Q, K, V and the projection's input at the heads' width; the FFN-width tensors at the
     # MLP's (or the experts' routed copies'), averaged over the stage's dense and MoE layers.
     moe_frac = float(model.num_moe_layers) / float(model.num_layers)
-    ffn = _avg(ffn_width_sbh(model, False), ffn_width_sbh(model, True), moe_frac)
+    ffn: Num = ffn_width_sbh(model, False)
+    if moe_frac:
+        ffn = _avg(ffn, ffn_width_sbh(model, True), moe_frac)
     wide = (float(model.attention_width) / h - 1.0) * ATTENTION_WIDTH_SBH + ffn - FFN_WIDTH_SBH
 
     def table2(stored_attn: Num) -> Num:
