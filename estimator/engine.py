@@ -35,7 +35,7 @@ from estimator.frameworks import (
     KERNEL_LAUNCH_S,
     trainer_kind,
 )
-from estimator.kernel import TERMS, KernelResult, LayoutVars, block_share, evaluate
+from estimator.kernel import TERMS, Call, KernelResult, LayoutVars, block_share, evaluate
 from estimator.specs import (
     RECOMPUTE_CODE,
     ClusterSpec,
@@ -55,8 +55,12 @@ from estimator.traffic import (
     traffic_matrix,
 )
 
+# The estimate's records are plain (not frozen) slotted dataclasses: an estimate builds five
+# of them and one per collective, and a frozen dataclass's ``__init__`` sets every field through
+# ``object.__setattr__`` (about a twentieth of a single estimate for these 35 fields).
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class Breakdown:
     """Exposed seconds per named term; the iteration time is their sum (docs/design.md §4)."""
 
@@ -99,7 +103,7 @@ _TERM_FIELDS = tuple((name, f"{name}_s") for name in TERMS)
 _KIND_VALUES = tuple(kind.value for kind in TrafficKind)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CollectiveUse:
     """One collective of the iteration: what the bandwidth provider was asked and answered.
 
@@ -164,7 +168,7 @@ class CollectiveUse:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Throughput:
     tokens_per_s: float
     model_tflops_per_gpu: float  # no recompute counted (MFU's convention, PaLM)
@@ -173,7 +177,7 @@ class Throughput:
     hfu: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Memory:
     """Bytes per GPU on the most loaded stage (Korthikanti et al. 2022 accounting)."""
 
@@ -189,7 +193,7 @@ class Memory:
         return None if self.capacity_bytes is None else self.total_bytes <= self.capacity_bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Estimate:
     """Everything one estimate says."""
 
@@ -198,18 +202,66 @@ class Estimate:
     breakdown: Breakdown
     link_s: dict[str, float]
     throughput: Throughput
-    traffic_bytes: dict[str, float]  # per GPU per iteration per kind (critical stage)
-    collectives: list[CollectiveUse]
     memory: Memory
     parameters: float
     gpu_parameters: float
     model_flops: float
     hardware_flops: float
-    assumptions: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
     # How the detailed model did on published runs of this kind of trainer, out of sample
     # (estimator.calibrated); None where the estimate is not that model (``validated_for``).
     validated: ValidatedAccuracy | None = None
+    # The kernel's collectives of the critical stage, from which ``collectives`` and
+    # ``traffic_bytes`` are built when first read.
+    calls: list[Call] = field(default_factory=list, repr=False)
+    # What is built when first read: the per-collective records and traffic (``collectives``,
+    # ``traffic_bytes``) and the words (``assumptions``, ``warnings``). Each follows from the
+    # fields above, and most callers in process (fits, checks, loops of estimates) read only
+    # the time and its terms: together they cost about a sixth of an estimate.
+    _records: list[tuple[list[CollectiveUse], dict[str, float]]] = field(
+        default_factory=list, repr=False, compare=False
+    )
+    _text: list[tuple[list[str], list[str]]] = field(
+        default_factory=list, repr=False, compare=False
+    )
+
+    @property
+    def collectives(self) -> list[CollectiveUse]:
+        """Every collective of the critical stage: what the bandwidth provider was asked and
+        answered, how often it runs and its time on the link."""
+        return self._recorded()[0]
+
+    @property
+    def traffic_bytes(self) -> dict[str, float]:
+        """Bytes this GPU sends per iteration, per kind of traffic (critical stage)."""
+        return self._recorded()[1]
+
+    def _recorded(self) -> tuple[list[CollectiveUse], dict[str, float]]:
+        if not self._records:
+            self._records.append(
+                _collective_uses(self.calls, float(self.micro_batches), self.scenario)
+            )
+        return self._records[0]
+
+    @property
+    def assumptions(self) -> list[str]:
+        """Every modelling choice behind this estimate, in words a user can check."""
+        return self._written()[0]
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the user should know before trusting this estimate (layout, host-bound MoE
+        layers, a kind of trainer whose published runs missed the accuracy target)."""
+        return self._written()[1]
+
+    def _written(self) -> tuple[list[str], list[str]]:
+        if not self._text:
+            self._text.append(
+                (
+                    assumptions(self.scenario, self.validated),
+                    _warnings(self.scenario, self.validated, self.breakdown),
+                )
+            )
+        return self._text[0]
 
     @property
     def iteration_time_range_s(self) -> tuple[float, float] | None:
@@ -242,23 +294,24 @@ class Estimate:
 def layout_vars(scenario: Scenario) -> LayoutVars:
     """The scenario's layout as the kernel's scalar inputs."""
     lay, tr = scenario.layout, scenario.training
+    # Positional, in field order (keywords cost as much as the record itself).
     return LayoutVars(
-        p=float(lay.pipeline),
-        t=float(lay.tensor),
-        d=float(lay.data),
-        b=float(tr.micro_batch_size),
-        v=float(lay.virtual_stages),
-        cp=float(lay.context_parallel),
-        ep=float(lay.expert_parallel),
-        ef=1.0 if lay.experts_folded else 0.0,
-        recompute=float(RECOMPUTE_CODE[tr.recompute]),
-        sp=1.0 if lay.sequence_parallel else 0.0,
-        zero=float(lay.zero_stage),
-        sg=1.0 if lay.scatter_gather else 0.0,
-        overlap_dp=1.0 if lay.overlap_dp else 0.0,
-        overlap_tp=1.0 if lay.overlap_tp else 0.0,
-        first_layers=float(lay.first_stage_layers or 0),
-        last_layers=float(lay.last_stage_layers or 0),
+        float(lay.pipeline),  # p
+        float(lay.tensor),  # t
+        float(lay.data),  # d
+        float(tr.micro_batch_size),  # b
+        float(lay.virtual_stages),  # v
+        float(lay.context_parallel),  # cp
+        float(lay.expert_parallel),  # ep
+        1.0 if lay.experts_folded else 0.0,  # ef
+        float(RECOMPUTE_CODE[tr.recompute]),  # recompute
+        1.0 if lay.sequence_parallel else 0.0,  # sp
+        float(lay.zero_stage),  # zero
+        1.0 if lay.scatter_gather else 0.0,  # sg
+        1.0 if lay.overlap_dp else 0.0,  # overlap_dp
+        1.0 if lay.overlap_tp else 0.0,  # overlap_tp
+        float(lay.first_stage_layers or 0),  # first_layers
+        float(lay.last_stage_layers or 0),  # last_layers
     )
 
 
@@ -286,14 +339,14 @@ def run_kernel(scenario: Scenario) -> KernelResult:
     )
 
 
-def estimate(scenario: Scenario) -> Estimate:
-    """Iteration time, its named terms, traffic, memory and throughput for one scenario."""
-    k = run_kernel(scenario)
-    m = float(k.micro_batches)
+def _collective_uses(
+    calls: list[Call], m: float, scenario: Scenario
+) -> tuple[list[CollectiveUse], dict[str, float]]:
+    """The kernel's collectives as records, and the bytes this GPU sends per kind of traffic."""
     uses: list[CollectiveUse] = []
     traffic: dict[str, float] = dict.fromkeys(_KIND_VALUES, 0.0)
     provider = scenario.cluster.bandwidth
-    for call in k.calls:
+    for call in calls:
         count = float(call.count) * (m if call.per_microbatch else 1.0)
         ranks = int(call.ranks)
         size = float(call.size_bytes)
@@ -317,7 +370,12 @@ def estimate(scenario: Scenario) -> Estimate:
         uses.append(use)
         # A StrEnum member hashes and compares as its value (``.value`` is a slow property).
         traffic[call.kind] += use.bytes_per_iteration
+    return uses, traffic
 
+
+def estimate(scenario: Scenario) -> Estimate:
+    """Iteration time, its named terms, traffic, memory and throughput for one scenario."""
+    k = run_kernel(scenario)
     terms = k.terms
     breakdown = Breakdown(
         float(terms["compute"]),
@@ -352,23 +410,19 @@ def estimate(scenario: Scenario) -> Estimate:
         total_bytes=float(mem["total"]),
         capacity_bytes=float(mem["capacity"]) if "capacity" in mem else None,
     )
-    validated = validated_for(scenario)
     return Estimate(
         scenario=scenario,
         micro_batches=scenario.micro_batches,
         breakdown=breakdown,
         link_s={key: float(value) for key, value in k.link_s.items()},
         throughput=throughput,
-        traffic_bytes=traffic,
-        collectives=uses,
         memory=memory,
         parameters=k.parameters,
         gpu_parameters=float(k.gpu_parameters),
         model_flops=k.model_flops,
         hardware_flops=float(k.hardware_flops),
-        assumptions=assumptions(scenario, validated),
-        warnings=_warnings(scenario, validated, breakdown),
-        validated=validated,
+        validated=validated_for(scenario),
+        calls=k.calls,
     )
 
 
@@ -648,6 +702,48 @@ def _misaligned_attention_line(scenario: Scenario) -> str | None:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _compute_lines(
+    utilization: float,
+    gemm_traffic_factor: float,
+    memory_traffic_factor: float,
+    memory_bandwidth_gbps: float | None,
+    gemm_half_size_elements: float,
+    optimizer_bytes_per_parameter: float,
+    accumulation_bytes_per_parameter: float,
+) -> tuple[str, ...]:
+    """The compute model's ``assumptions`` lines, with the cluster's fitted constants and the
+    framework's bytes per parameter (formatted once per distinct set: most estimates share a
+    GPU preset's constants, and formatting the floats costs more than the lookup)."""
+    out: list[str] = []
+    if memory_bandwidth_gbps:
+        out.append(
+            "compute = Σ GEMM FLOPs/(u·F) + c·GEMM operand bytes/HBM + attention + "
+            f"γ·element-wise bytes/HBM (u={utilization:g}, c={gemm_traffic_factor:g}, "
+            f"γ={memory_traffic_factor:g}, HBM {memory_bandwidth_gbps:g} GB/s; element-wise "
+            "bytes per Korthikanti et al. 2022 Table 2)"
+        )
+    if gemm_half_size_elements:
+        out.append(
+            "linear-layer GEMMs at u·x/(x + x0), x = 2nk/(n + k) for a per-GPU weight n x k "
+            f"(x0={gemm_half_size_elements:g}; size-dependent efficiency, docs/design.md §4.4)"
+        )
+    if memory_bandwidth_gbps:
+        out.append(
+            "optimizer step: the parameters this GPU owns (sharded by ZeRO ≥ 1) stream "
+            f"{optimizer_bytes_per_parameter:g} B each (+8 B for the FP16 loss-scale "
+            "check) through HBM at 85 % of its bandwidth; gradient accumulation "
+            f"{accumulation_bytes_per_parameter:g} B/parameter per micro-batch; fp32 cross "
+            "entropy 32 B per logit"
+        )
+    else:
+        out.append(
+            "compute = FLOPs/(u·F): no HBM bandwidth given, so the memory-bound work "
+            "(element-wise, optimizer step, gradient accumulation, cross entropy) is not priced"
+        )
+    return tuple(out)
+
+
 def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | None) -> list[str]:
     """The detailed fidelity's modelling choices (estimator.kernel, estimator.compute)."""
     lay, tr, model, c = scenario.layout, scenario.training, scenario.model, scenario.cluster
@@ -695,31 +791,15 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
             "memory under op-level SAC: per layer the input, wq's, wv's, the SDPA's, w1's and "
             "(gated) w2's outputs are kept, every other matmul's replayed (torchtitan)"
         )
-    if c.memory_bandwidth_gbps:
-        out.append(
-            "compute = Σ GEMM FLOPs/(u·F) + c·GEMM operand bytes/HBM + attention + "
-            f"γ·element-wise bytes/HBM (u={c.utilization:g}, c={c.gemm_traffic_factor:g}, "
-            f"γ={c.memory_traffic_factor:g}, HBM {c.memory_bandwidth_gbps:g} GB/s; element-wise "
-            "bytes per Korthikanti et al. 2022 Table 2)"
-        )
-    if c.gemm_half_size_elements:
-        out.append(
-            "linear-layer GEMMs at u·x/(x + x0), x = 2nk/(n + k) for a per-GPU weight n x k "
-            f"(x0={c.gemm_half_size_elements:g}; size-dependent efficiency, docs/design.md §4.4)"
-        )
-    if c.memory_bandwidth_gbps:
-        out.append(
-            "optimizer step: the parameters this GPU owns (sharded by ZeRO ≥ 1) stream "
-            f"{fw.optimizer_bytes_per_parameter:g} B each (+8 B for the FP16 loss-scale "
-            "check) through HBM at 85 % of its bandwidth; gradient accumulation "
-            f"{fw.accumulation_bytes_per_parameter:g} B/parameter per micro-batch; fp32 cross "
-            "entropy 32 B per logit"
-        )
-    else:
-        out.append(
-            "compute = FLOPs/(u·F): no HBM bandwidth given, so the memory-bound work "
-            "(element-wise, optimizer step, gradient accumulation, cross entropy) is not priced"
-        )
+    out += _compute_lines(
+        c.utilization,
+        c.gemm_traffic_factor,
+        c.memory_traffic_factor,
+        c.memory_bandwidth_gbps,
+        c.gemm_half_size_elements,
+        fw.optimizer_bytes_per_parameter,
+        fw.accumulation_bytes_per_parameter,
+    )
     if tr.precision.value == "fp8":
         u8 = c.fp8_utilization if c.fp8_utilization is not None else c.utilization
         out.append(

@@ -29,6 +29,7 @@ from estimator.calibrated import (
     VALIDATED_BY_MODEL,
     ValidatedAccuracy,
 )
+from estimator.engine import assumptions, validated_for
 from estimator.frameworks import (
     FRAMEWORK_PRESETS,
     PRESET_TRAINER_KINDS,
@@ -378,6 +379,31 @@ def test_collectives_report_what_the_provider_was_asked(
     tp = next(c for c in e.collectives if c.kind is TrafficKind.TP)
     assert (tp.ranks, tp.nodes, tp.busbw_gbps) == (8, 1, 200.0)
     assert all(c.source for c in e.collectives)
+
+
+def test_what_an_estimate_builds_when_first_read_follows_from_its_fields(
+    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec
+) -> None:
+    """The per-collective records, traffic and words are built on first read: once, and as
+    the scenario, the kernel's collectives and the breakdown say (an unread estimate equals a
+    read one)."""
+    sc = Scenario(gpt3, training, LayoutSpec(pipeline=8, tensor=8, data=24), cluster)
+    read, unread = estimate(sc), estimate(sc)
+    assert read.collectives is read.collectives
+    assert read.assumptions is read.assumptions and read.warnings is read.warnings
+    assert read.traffic_bytes is read.traffic_bytes
+    assert read.assumptions == assumptions(sc, validated_for(sc))
+    assert read == unread
+    # The records: one per collective the kernel priced, whose link times add up per term to
+    # the link_s the estimate gives, and whose bytes add up to the traffic per kind.
+    assert {c.term for c in read.collectives} == {"tp", "pp", "dp", "embedding_sync"}
+    for term, link in read.link_s.items():
+        priced = sum(c.link_time_s for c in read.collectives if c.term == term)
+        assert priced == pytest.approx(link, rel=EXACT), term
+    for kind, sent in read.traffic_bytes.items():
+        records = [c.bytes_per_iteration for c in read.collectives if c.kind == kind]
+        assert sum(records) == pytest.approx(sent, rel=EXACT), kind
+    assert sum(read.traffic_bytes.values()) > 0.0
 
 
 def test_traffic_matrix_rows_sum_to_the_estimate_volume_without_pipeline(
