@@ -353,19 +353,21 @@ def _collective_uses(
         if count == 0.0 or ranks <= 1 or size == 0.0:
             continue
         per_call = float(call.time_per_call_s)
+        # Positional, in field order (keywords cost as much as the record itself).
         use = CollectiveUse(
-            kind=call.kind,
-            term=call.term,
-            op=call.op,
-            ranks=ranks,
-            nodes=int(call.nodes),
-            size_bytes=size,
-            calls_per_iteration=count,
-            busbw_gbps=float(call.busbw_gbps),
-            time_per_call_s=per_call,
-            link_time_s=per_call * count,
-            provider=provider,
-            scope=call.scope,
+            call.kind,
+            call.term,
+            call.op,
+            ranks,
+            int(call.nodes),  # nodes
+            size,  # size_bytes
+            count,  # calls_per_iteration
+            float(call.busbw_gbps),
+            per_call,  # time_per_call_s
+            per_call * count,  # link_time_s
+            provider,
+            [],  # _answer
+            call.scope,
         )
         uses.append(use)
         # A StrEnum member hashes and compares as its value (``.value`` is a slow property).
