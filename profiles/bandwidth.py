@@ -137,7 +137,9 @@ _GROUP_SHARE = 8
 _GROUP_CHUNK = 1 << 15  # queries grouped at once (a sweep block)
 _GROUP_BITS = 14  # hash slots: 2^14, sparse for the ~100 distinct queries of a sweep block
 # one odd multiplier per round; a round's colliding queries are grouped again with the next
-_GROUP_MULTIPLIERS = (0xD6E8FEB86659FD93, 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9)
+_GROUP_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xD6E8FEB86659FD93, 0xBF58476D1CE4E5B9)
+_INDEX = np.arange(_GROUP_CHUNK)  # query indices of a chunk, made once
+_INDEX.flags.writeable = False
 _ARRAY_MEMO_SIZE = 1 << 14
 
 RING_OPS = frozenset(
@@ -1473,8 +1475,6 @@ class ProfileBandwidth:
     ) -> FloatArray | None:
         """Answers to distinct queries, from the memo of earlier array answers or else from
         :meth:`_evaluate_placements`; None if any query is invalid or has no answer."""
-        if not _valid(ranks, nodes, size_bytes):
-            return None
         memo = self._array_memo
         keys = [
             (op, r, k, s)
@@ -1482,8 +1482,10 @@ class ProfileBandwidth:
         ]
         found = [memo.get(key) for key in keys]
         missing = [i for i, value in enumerate(found) if value is None]
-        if missing:
+        if missing:  # (the memo holds valid queries only)
             idx = np.array(missing)
+            if not _valid(ranks[idx], nodes[idx], size_bytes[idx]):
+                return None
             try:
                 fresh = self._evaluate_placements(op, ranks[idx], nodes[idx], size_bytes[idx])
             except NotFoundError:
@@ -1603,15 +1605,17 @@ def _group(
     """Identical queries found by hashing, without a sort: each query's slot (a hash of its
     three floats' bits) and per slot the index of one query hashed there (-1: none). Queries
     unlike their slot's one (:func:`_same_as_first`) collided; a later round regroups them."""
-    key = ranks.view(np.uint64) >> np.uint64(21)  # spread the high (exponent) bits ...
+    # the floats' high bits (sign, exponent, leading mantissa) side by side, then
+    # multiply-shift: keys that differ only in their top _GROUP_BITS bits never collide
+    key = ranks.view(np.uint64) >> np.uint64(21)
     key ^= size_bytes.view(np.uint64)
     key ^= nodes.view(np.uint64) >> np.uint64(42)
-    key ^= key >> np.uint64(33)  # ... fold them down, then multiply-shift
     key *= np.uint64(multiplier)
     key >>= np.uint64(64 - _GROUP_BITS)
     slots: IntArray = key.view(np.int64)
     first: IntArray = np.full(1 << _GROUP_BITS, -1, dtype=np.int64)
-    first[slots] = np.arange(slots.size)  # one of the queries of each slot wins it
+    index = _INDEX[: slots.size] if slots.size <= _INDEX.size else np.arange(slots.size)
+    first[slots] = index  # one of the queries of each slot wins it
     return slots, first
 
 
