@@ -82,6 +82,10 @@ as 0.00.
 Speed: envelopes and the rule chain of an (op, ranks, nodes) are built on first use and kept;
 a scalar query walks the chain with ``bisect`` and a few float operations, an array query does
 the same with numpy, with the same operations in the same order (so both agree exactly).
+A sweep's arrays repeat a few distinct queries thousands of times (about 100 distinct
+(ranks, nodes, size) in a block of 32,768 layouts): an array is grouped by hashing, each
+distinct query answered once (by the same numpy pass, or from a memo of earlier array answers)
+and copied to its repeats. Answers are elementwise, so grouping changes no bit.
 """
 
 from __future__ import annotations
@@ -125,6 +129,18 @@ _CHAIN_CACHE = 4096
 _SCALAR = (int, float, np.integer, np.floating)
 _OPS: dict[str, Collective] = {c.value: c for c in Collective}
 _MEMO_SIZE = 8192
+# Array queries: a sweep asks the same few (ranks, nodes, size) many times over, so an array of
+# at least _GROUP_MIN queries is grouped by hashing (_group) and each distinct query answered
+# once; more than 1/_GROUP_SHARE of them distinct, the per-placement pass is cheaper.
+_GROUP_MIN = 512
+_GROUP_SHARE = 8
+_GROUP_CHUNK = 1 << 15  # queries grouped at once (a sweep block)
+_GROUP_BITS = 14  # hash slots: 2^14, sparse for the ~100 distinct queries of a sweep block
+# one odd multiplier per round; a round's colliding queries are grouped again with the next
+_GROUP_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xD6E8FEB86659FD93, 0xBF58476D1CE4E5B9)
+_INDEX = np.arange(_GROUP_CHUNK)  # query indices of a chunk, made once
+_INDEX.flags.writeable = False
+_ARRAY_MEMO_SIZE = 1 << 14
 
 RING_OPS = frozenset(
     {
@@ -1245,6 +1261,7 @@ class ProfileBandwidth:
         self._missing_hint = missing_hint
         self._chains: dict[tuple[Collective, int, int], tuple[_Rule, ...]] = {}
         self._memo: dict[tuple[Collective, float, float, float], float] = {}
+        self._array_memo: dict[tuple[Collective, float, float, float], float] = {}
         self._answers: dict[tuple[Collective, int, int, float], BandwidthAnswer] = {}
 
     # -- resolution -------------------------------------------------------------------------
@@ -1403,6 +1420,85 @@ class ProfileBandwidth:
     def _evaluate(
         self, op: Collective, ranks: FloatArray, nodes: FloatArray, size_bytes: FloatArray
     ) -> FloatArray:
+        n = ranks.size
+        if n >= _GROUP_MIN:
+            # in chunks, so an array of distinct queries is given up after its first chunk
+            parts = []
+            for start in range(0, n, _GROUP_CHUNK):
+                part = slice(start, start + _GROUP_CHUNK)
+                grouped = self._evaluate_grouped(op, ranks[part], nodes[part], size_bytes[part], 0)
+                if grouped is None:  # the whole array per placement: errors as it reports them
+                    return self._evaluate_placements(op, ranks, nodes, size_bytes)
+                parts.append(grouped)
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return self._evaluate_placements(op, ranks, nodes, size_bytes)
+
+    def _evaluate_grouped(
+        self,
+        op: Collective,
+        ranks: FloatArray,
+        nodes: FloatArray,
+        size_bytes: FloatArray,
+        round_index: int,
+    ) -> FloatArray | None:
+        """Each distinct query answered once and copied to its repeats (elementwise, so the
+        same bits as :meth:`_evaluate_placements`); None where that pass must answer instead:
+        too many distinct queries, an invalid or unanswerable one (its error is that pass's),
+        or collisions left after the last round."""
+        slots, first = _group(ranks, nodes, size_bytes, _GROUP_MULTIPLIERS[round_index])
+        present = np.flatnonzero(first >= 0)
+        # mostly distinct, or slots so full that most queries collide: not worth grouping
+        if present.size * _GROUP_SHARE > min(ranks.size, first.size):
+            return None
+        same = _same_as_first(ranks, nodes, size_bytes, first[slots])
+        reps = first[present]
+        values = self._distinct_values(op, ranks[reps], nodes[reps], size_bytes[reps])
+        if values is None:
+            return None
+        table = np.empty(first.size)
+        table[present] = values
+        out: FloatArray = table[slots]
+        if not same.all():
+            if round_index + 1 == len(_GROUP_MULTIPLIERS):
+                return None
+            rest = np.flatnonzero(~same)
+            again = self._evaluate_grouped(
+                op, ranks[rest], nodes[rest], size_bytes[rest], round_index + 1
+            )
+            if again is None:
+                return None
+            out[rest] = again
+        return out
+
+    def _distinct_values(
+        self, op: Collective, ranks: FloatArray, nodes: FloatArray, size_bytes: FloatArray
+    ) -> FloatArray | None:
+        """Answers to distinct queries, from the memo of earlier array answers or else from
+        :meth:`_evaluate_placements`; None if any query is invalid or has no answer."""
+        memo = self._array_memo
+        keys = [
+            (op, r, k, s)
+            for r, k, s in zip(ranks.tolist(), nodes.tolist(), size_bytes.tolist(), strict=True)
+        ]
+        found = [memo.get(key) for key in keys]
+        missing = [i for i, value in enumerate(found) if value is None]
+        if missing:  # (the memo holds valid queries only)
+            idx = np.array(missing)
+            if not _valid(ranks[idx], nodes[idx], size_bytes[idx]):
+                return None
+            try:
+                fresh = self._evaluate_placements(op, ranks[idx], nodes[idx], size_bytes[idx])
+            except NotFoundError:
+                return None
+            if len(memo) + len(missing) > _ARRAY_MEMO_SIZE:
+                memo.clear()
+            for i, value in zip(missing, fresh.tolist(), strict=True):
+                found[i] = memo[keys[i]] = value
+        return np.array(found, dtype=np.float64)
+
+    def _evaluate_placements(
+        self, op: Collective, ranks: FloatArray, nodes: FloatArray, size_bytes: FloatArray
+    ) -> FloatArray:
         with np.errstate(invalid="ignore"):  # NaN and inf are refused by _validate
             ranks_i = ranks.astype(np.int64)  # exact for whole numbers; others fail _validate
             nodes_i = nodes.astype(np.int64)
@@ -1501,6 +1597,54 @@ def _factorize(ranks: IntArray, nodes: IntArray) -> tuple[list[Placement], npt.N
         pairs = [(key >> 32, key & 0xFFFFFFFF) for key in unique.tolist()]
     narrow = np.uint8 if len(pairs) <= 0xFF else np.uint16 if len(pairs) <= 0xFFFF else np.int64
     return pairs, inverse.astype(narrow)
+
+
+def _group(
+    ranks: FloatArray, nodes: FloatArray, size_bytes: FloatArray, multiplier: int
+) -> tuple[IntArray, IntArray]:
+    """Identical queries found by hashing, without a sort: each query's slot (a hash of its
+    three floats' bits) and per slot the index of one query hashed there (-1: none). Queries
+    unlike their slot's one (:func:`_same_as_first`) collided; a later round regroups them."""
+    # the floats' high bits (sign, exponent, leading mantissa) side by side, then
+    # multiply-shift: keys that differ only in their top _GROUP_BITS bits never collide
+    key = ranks.view(np.uint64) >> np.uint64(21)
+    key ^= size_bytes.view(np.uint64)
+    key ^= nodes.view(np.uint64) >> np.uint64(42)
+    key *= np.uint64(multiplier)
+    key >>= np.uint64(64 - _GROUP_BITS)
+    slots: IntArray = key.view(np.int64)
+    first: IntArray = np.full(1 << _GROUP_BITS, -1, dtype=np.int64)
+    index = _INDEX[: slots.size] if slots.size <= _INDEX.size else np.arange(slots.size)
+    first[slots] = index  # one of the queries of each slot wins it
+    return slots, first
+
+
+def _same_as_first(
+    ranks: FloatArray, nodes: FloatArray, size_bytes: FloatArray, first: IntArray
+) -> BoolArray:
+    """Per query, whether it equals query ``first`` (its slot's) in ranks, nodes and size."""
+    same: BoolArray = ranks[first] == ranks
+    same &= nodes[first] == nodes
+    same &= size_bytes[first] == size_bytes
+    return same
+
+
+def _valid(ranks: FloatArray, nodes: FloatArray, size_bytes: FloatArray) -> bool:
+    """Whether :func:`_validate` accepts these queries (its conditions, without raising)."""
+    with np.errstate(invalid="ignore"):
+        ranks_i = ranks.astype(np.int64)
+        nodes_i = nodes.astype(np.int64)
+    return bool(
+        np.isfinite(ranks).all()
+        and (ranks_i == ranks).all()
+        and (ranks_i >= 1).all()
+        and np.isfinite(nodes).all()
+        and (nodes_i == nodes).all()
+        and (nodes_i >= 1).all()
+        and not (nodes_i > ranks_i).any()
+        and np.isfinite(size_bytes).all()
+        and (size_bytes >= 0).all()
+    )
 
 
 def _validate_scalar(ranks: float, nodes: float, size_bytes: float) -> tuple[int, int, float]:

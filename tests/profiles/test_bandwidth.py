@@ -11,6 +11,7 @@ import pytest
 
 from estimator.bandwidth import BandwidthProvider, Collective, TrafficKind, weak_answer_warning
 from estimator.errors import NotFoundError, ValidationError
+from profiles import bandwidth
 from profiles.bandwidth import (
     AlphaBetaFit,
     Envelope,
@@ -528,3 +529,187 @@ def test_many_runs_at_one_grid_merge_to_the_exact_upper_envelope() -> None:
     assert np.allclose(batched.evaluate(sizes, grid), truth, rtol=1e-12, atol=0)
     assert np.allclose(pairwise.evaluate(sizes, grid), truth, rtol=1e-12, atol=0)
     assert batched.run_count == 60 and len(batched.sources) < 60
+
+
+# --- array queries grouped by hashing: each distinct query answered once --------------------
+
+
+def _mixed_provider() -> ProfileBandwidth:
+    """Merged runs, a gap, one-point and single-node runs, derived placements, nominal curves."""
+    (osu,) = _parsed_curves("osu_xccl_allreduce_1gib.txt", ranks=16, nodes=2)
+    return _provider(
+        *_parsed_curves("nccl_all_reduce_16gpu_2node_a100_oke.txt"),
+        osu,
+        _curve(ranks=32, nodes=4, sizes=[2.0**e for e in range(3, 11)], run_id=5),
+        _curve(ranks=32, nodes=4, sizes=[2.0**e for e in range(24, 31)], run_id=6),
+        _curve(ranks=8, nodes=1, beta=200.0, backend="mpi", run_id=7),
+        _curve(ranks=8, nodes=1, beta=150.0, alpha=3.0, run_id=8),
+        nominal=nominal_curves("dgx-a100-nominal"),
+    )
+
+
+def _repeated_queries(
+    seed: int, distinct: int, size: int
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """``size`` queries drawn from ``distinct`` (ranks, nodes, size): a sweep block's shape."""
+    rng = np.random.default_rng(seed)
+    ranks = rng.choice([2, 8, 16, 24, 32, 64, 128], size=distinct).astype(float)
+    nodes = np.array([rng.choice([n for n in (1, 2, 3, 4, 8, 16) if n <= r]) for r in ranks])
+    sizes = np.exp(rng.uniform(0, math.log(2.0**42), size=distinct))
+    sizes[:8] = [*SIZES[:4], 2.0**30, 0.0, 0.5, 1.0]  # measured sizes, below 1 B, at 1 B
+    pick = rng.integers(0, distinct, size=size)
+    return ranks[pick], nodes[pick].astype(float), sizes[pick]
+
+
+def _bits(values: object) -> np.ndarray[Any, Any]:
+    array = np.asarray(values, dtype=np.float64)
+    return array.view(np.int64)
+
+
+@pytest.mark.parametrize("op", [AR, Collective.ALL_GATHER, Collective.SENDRECV, Collective.REDUCE])
+def test_grouped_array_answers_are_the_per_placement_answers_bit_for_bit(op: Collective) -> None:
+    provider = _mixed_provider()
+    ranks, nodes, sizes = _repeated_queries(seed=11, distinct=150, size=3000)
+    assert ranks.size >= bandwidth._GROUP_MIN
+    expected = provider._evaluate_placements(op, ranks, nodes, sizes)
+    grouped = provider._evaluate_grouped(op, ranks, nodes, sizes, 0)
+    assert grouped is not None  # the grouped path answered, not the fallback
+    assert np.array_equal(_bits(grouped), _bits(expected))
+    again = provider.busbw_gbps(K, op, ranks, nodes, sizes)  # from the memo this time
+    assert isinstance(again, np.ndarray)
+    assert np.array_equal(_bits(again), _bits(expected))
+    for i in range(300):
+        args = (int(ranks[i]), int(nodes[i]), float(sizes[i]))
+        assert provider.explain(K, op, *args).busbw_gbps == again[i], (op, args)
+
+
+def test_grouped_answers_for_one_placement_shapes_and_strided_arrays() -> None:
+    provider = nominal_bandwidth("dgx-a100-nominal")
+    rng = np.random.default_rng(5)
+    sizes = np.exp(rng.uniform(0, math.log(2.0**40), size=40))[rng.integers(0, 40, 4096)]
+    one = provider.busbw_gbps(K, AR, 64.0, 8.0, sizes)  # scalars broadcast: one placement
+    assert isinstance(one, np.ndarray)
+    expected = provider._evaluate_placements(AR, np.full(4096, 64.0), np.full(4096, 8.0), sizes)
+    assert np.array_equal(_bits(one), _bits(expected))
+    grid = provider.busbw_gbps(K, AR, 64.0, 8.0, sizes.reshape(64, 64))
+    assert isinstance(grid, np.ndarray) and grid.shape == (64, 64)
+    assert np.array_equal(_bits(grid.ravel()), _bits(expected))
+    strided = provider.busbw_gbps(K, AR, np.full(8192, 64.0)[::2], 8.0, sizes)
+    assert np.array_equal(_bits(strided), _bits(expected))
+
+
+def test_grouping_flags_collisions_and_later_rounds_resolve_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ranks, nodes, sizes = _repeated_queries(seed=3, distinct=60, size=2000)
+    monkeypatch.setattr(bandwidth, "_GROUP_BITS", 3)  # 8 slots for 60 queries: collisions
+    slots, first = bandwidth._group(ranks, nodes, sizes, bandwidth._GROUP_MULTIPLIERS[0])
+    winner = first[slots]
+    same = bandwidth._same_as_first(ranks, nodes, sizes, winner)
+    assert not same.all() and same.any()
+    assert np.array_equal(slots[winner], slots)  # each slot's winner hashed there
+    differs = (ranks[winner] != ranks) | (nodes[winner] != nodes) | (sizes[winner] != sizes)
+    assert np.array_equal(differs, ~same)  # exactly the queries unlike their slot's winner
+    provider = _mixed_provider()
+    expected = provider._evaluate_placements(AR, ranks, nodes, sizes)
+    assert provider._evaluate_grouped(AR, ranks, nodes, sizes, 0) is None  # slots too full
+    assert np.array_equal(_bits(provider.busbw_gbps(K, AR, ranks, nodes, sizes)), _bits(expected))
+
+    monkeypatch.setattr(bandwidth, "_GROUP_BITS", 7)  # 128 slots for 12 distinct queries
+    for seed in range(200):  # a query set that collides in the first round
+        few = _repeated_queries(seed=seed, distinct=12, size=2000)
+        slots, first = bandwidth._group(*few, bandwidth._GROUP_MULTIPLIERS[0])
+        if not bandwidth._same_as_first(*few, first[slots]).all():
+            break
+    else:
+        pytest.fail("no colliding query set")
+    expected = provider._evaluate_placements(AR, *few)
+    rounds: list[int] = []
+    grouped = ProfileBandwidth._evaluate_grouped
+
+    def spy(self: ProfileBandwidth, *args: Any) -> Any:
+        rounds.append(args[-1])
+        return grouped(self, *args)
+
+    monkeypatch.setattr(ProfileBandwidth, "_evaluate_grouped", spy)
+    assert np.array_equal(_bits(provider.busbw_gbps(K, AR, *few)), _bits(expected))
+    assert rounds[0] == 0 and max(rounds) >= 1  # a later round regrouped the collisions
+    # with one round only, the collisions leave the answer to the per-placement pass
+    monkeypatch.setattr(bandwidth, "_GROUP_MULTIPLIERS", bandwidth._GROUP_MULTIPLIERS[:1])
+    assert grouped(provider, AR, *few, 0) is None
+    assert np.array_equal(_bits(provider.busbw_gbps(K, AR, *few)), _bits(expected))
+
+
+def test_a_long_array_is_grouped_chunk_by_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bandwidth, "_GROUP_CHUNK", 1024)
+    provider = _mixed_provider()
+    ranks, nodes, sizes = _repeated_queries(seed=9, distinct=40, size=5000)  # five chunks
+    expected = provider._evaluate_placements(AR, ranks, nodes, sizes)
+    assert np.array_equal(_bits(provider.busbw_gbps(K, AR, ranks, nodes, sizes)), _bits(expected))
+    # a chunk of distinct queries after grouped ones: the whole array per placement
+    sizes[3000:4000] = np.geomspace(1.0, 2.0**40, 1000)
+    expected = provider._evaluate_placements(AR, ranks, nodes, sizes)
+    assert np.array_equal(_bits(provider.busbw_gbps(K, AR, ranks, nodes, sizes)), _bits(expected))
+    # invalid queries in two chunks: the error names the one the whole array's check finds
+    ranks[4500], sizes[100] = 2.5, -1.0
+    with pytest.raises(ValidationError) as info:
+        provider.busbw_gbps(K, AR, ranks, nodes, sizes)
+    assert info.value.field == "ranks"
+
+
+def test_mostly_distinct_queries_are_answered_per_placement() -> None:
+    provider = _mixed_provider()
+    ranks, nodes, sizes = _repeated_queries(seed=8, distinct=3000, size=3000)
+    assert provider._evaluate_grouped(AR, ranks, nodes, sizes, 0) is None
+    expected = provider._evaluate_placements(AR, ranks, nodes, sizes)
+    assert np.array_equal(_bits(provider.busbw_gbps(K, AR, ranks, nodes, sizes)), _bits(expected))
+
+
+def test_a_full_array_memo_starts_over_with_the_same_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(bandwidth, "_ARRAY_MEMO_SIZE", 100)
+    provider = _mixed_provider()
+    for seed in range(4):
+        queries = _repeated_queries(seed=seed, distinct=80, size=1000)
+        for op in (AR, Collective.SENDRECV):  # one memo for every collective
+            answer = provider.busbw_gbps(K, op, *queries)
+            assert len(provider._array_memo) <= 100
+            expected = provider._evaluate_placements(op, *queries)
+            assert np.array_equal(_bits(answer), _bits(expected))
+
+
+@pytest.mark.parametrize(
+    ("column", "index", "value", "field"),
+    [
+        ("sizes", 1500, math.nan, "size_bytes"),
+        ("sizes", 10, -1.0, "size_bytes"),
+        ("sizes", 999, math.inf, "size_bytes"),
+        ("ranks", 700, 2.5, "ranks"),
+        ("ranks", 3, math.inf, "ranks"),
+        ("nodes", 1999, 0.0, "nodes"),
+        ("nodes", 5, 256.0, "nodes"),  # more nodes than ranks
+    ],
+)
+def test_an_invalid_query_in_a_large_array_is_refused_as_before(
+    column: str, index: int, value: float, field: str
+) -> None:
+    provider = _mixed_provider()
+    ranks, nodes, sizes = _repeated_queries(seed=2, distinct=50, size=2000)
+    {"ranks": ranks, "nodes": nodes, "sizes": sizes}[column][index] = value
+    with pytest.raises(ValidationError) as before:
+        provider._evaluate_placements(AR, ranks, nodes, sizes)
+    with pytest.raises(ValidationError) as info:
+        provider.busbw_gbps(K, AR, ranks, nodes, sizes)
+    assert info.value.field == before.value.field == field
+    assert str(info.value) == str(before.value)
+
+
+def test_an_unanswerable_placement_in_a_large_array_asks_for_the_same_upload() -> None:
+    provider = _provider(_curve(ranks=8, nodes=1))  # single-node runs only, no nominal curves
+    ranks, nodes, sizes = _repeated_queries(seed=6, distinct=40, size=2000)
+    with pytest.raises(NotFoundError) as before:
+        provider._evaluate_placements(AR, ranks, nodes, sizes)
+    with pytest.raises(NotFoundError) as info:
+        provider.busbw_gbps(K, AR, ranks, nodes, sizes)
+    assert str(info.value) == str(before.value)
