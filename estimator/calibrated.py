@@ -85,14 +85,31 @@ def runs_fitted_compute(
 ) -> bool:
     """Whether these are one GPU family's fitted constants, i.e. the model `commest validate`
     scores (for FP8 training, the family's fitted u8 too)."""
-    return any(
-        utilization == f.utilization
-        and memory_traffic_factor == f.memory_traffic_factor
-        and gemm_traffic_factor == f.gemm_traffic_factor
-        and gemm_half_size_elements == f.gemm_half_size_elements
-        and (not fp8 or (f.fp8_utilization is not None and fp8_utilization == f.fp8_utilization))
-        for f in FITTED_COMPUTE.values()
+    families = _FITTED_BY_CONSTANTS.get(
+        (utilization, memory_traffic_factor, gemm_traffic_factor, gemm_half_size_elements), ()
     )
+    return any(
+        not fp8 or (f.fp8_utilization is not None and fp8_utilization == f.fp8_utilization)
+        for f in families
+    )
+
+
+def _by_constants() -> dict[tuple[float, float, float, float], tuple[FittedCompute, ...]]:
+    """The families by their 16-bit constants (u, γ, c, x0): every estimate asks whether it
+    runs one, so one lookup of the floats instead of a comparison per family and constant."""
+    out: dict[tuple[float, float, float, float], tuple[FittedCompute, ...]] = {}
+    for f in FITTED_COMPUTE.values():
+        key = (
+            f.utilization,
+            f.memory_traffic_factor,
+            f.gemm_traffic_factor,
+            f.gemm_half_size_elements,
+        )
+        out[key] = (*out.get(key, ()), f)
+    return out
+
+
+_FITTED_BY_CONSTANTS = _by_constants()
 
 
 def fitted_for_gpu(gpu_model: str | None) -> FittedCompute | None:
