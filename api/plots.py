@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -68,6 +69,31 @@ def _boundary_step(size: int, node: int, max_lines: int = 16) -> int:
     while size / step > max_lines:
         step *= 2
     return step
+
+
+def _edges(size: int, node: int) -> list[int]:
+    """Endpoint ids where a node boundary line is drawn."""
+    step = _boundary_step(size, node)
+    return list(range(step, size, step))
+
+
+def _boundary_lines(ax: Any, edges: Sequence[int]) -> None:
+    """Thin grey lines across the panel at ``edges``: what ``axhline``/``axvline`` per edge
+    draw (same transforms, width, colour, caps), as two collections rather than two Line2D
+    an edge, which the layout and the draw would walk one by one."""
+    style: dict[str, Any] = {
+        "colors": "0.6",
+        "linewidths": 0.4,
+        "alpha": 0.7,
+        "capstyle": "projecting",
+    }
+    rows = [((0.0, e), (1.0, e)) for e in edges]
+    cols = [((e, 0.0), (e, 1.0)) for e in edges]
+    for segments, transform in (
+        (rows, ax.get_yaxis_transform(which="grid")),
+        (cols, ax.get_xaxis_transform(which="grid")),
+    ):
+        ax.add_collection(LineCollection(segments, transform=transform, **style), autolim=False)
 
 
 def traffic_heatmap(
@@ -131,10 +157,7 @@ def traffic_heatmap(
                 axis.set_major_locator(MaxNLocator(nbins=6, integer=True, steps=[1, 2, 4, 8, 10]))
             ax.tick_params(labelsize=7)
         if level == "gpu" and size > gpus_per_node:
-            step = _boundary_step(size, gpus_per_node)
-            for edge in range(step, size, step):
-                ax.axhline(edge, color="0.6", linewidth=0.4, alpha=0.7)
-                ax.axvline(edge, color="0.6", linewidth=0.4, alpha=0.7)
+            _boundary_lines(ax, _edges(size, gpus_per_node))
         if index % ncols == 0:
             ax.set_ylabel(f"source {noun}", fontsize=8)
         if index >= count - ncols:
