@@ -485,16 +485,7 @@ def test_fitted_beta_is_reported_as_busbw_and_algbw() -> None:
 
 
 def test_explain_equals_busbw_with_gaps_single_points_and_merged_runs() -> None:
-    (osu,) = _parsed_curves("osu_xccl_allreduce_1gib.txt", ranks=16, nodes=2)
-    provider = _provider(
-        *_parsed_curves("nccl_all_reduce_16gpu_2node_a100_oke.txt"),
-        osu,
-        _curve(ranks=32, nodes=4, sizes=[2.0**e for e in range(3, 11)], run_id=5),
-        _curve(ranks=32, nodes=4, sizes=[2.0**e for e in range(24, 31)], run_id=6),
-        _curve(ranks=8, nodes=1, beta=200.0, backend="mpi", run_id=7),
-        _curve(ranks=8, nodes=1, beta=150.0, alpha=3.0, run_id=8),
-        nominal=nominal_curves("dgx-a100-nominal"),
-    )
+    provider = _mixed_provider()
     rng = np.random.default_rng(7)
     ranks = rng.choice([8, 16, 32, 64], size=300).astype(float)
     nodes = np.array([rng.choice([n for n in (1, 2, 4, 8) if n <= r]) for r in ranks], float)
