@@ -1630,21 +1630,16 @@ def _same_as_first(
 
 
 def _valid(ranks: FloatArray, nodes: FloatArray, size_bytes: FloatArray) -> bool:
-    """Whether :func:`_validate` accepts these queries (its conditions, without raising)."""
-    with np.errstate(invalid="ignore"):
+    """Whether :func:`_validate` accepts these queries (the grouped path falls back to the whole
+    array's pass on any refusal, which then reports it as before)."""
+    with np.errstate(invalid="ignore"):  # NaN and inf are refused by _validate
         ranks_i = ranks.astype(np.int64)
         nodes_i = nodes.astype(np.int64)
-    return bool(
-        np.isfinite(ranks).all()
-        and (ranks_i == ranks).all()
-        and (ranks_i >= 1).all()
-        and np.isfinite(nodes).all()
-        and (nodes_i == nodes).all()
-        and (nodes_i >= 1).all()
-        and not (nodes_i > ranks_i).any()
-        and np.isfinite(size_bytes).all()
-        and (size_bytes >= 0).all()
-    )
+    try:
+        _validate(ranks, nodes, size_bytes, ranks_i, nodes_i)
+    except ValidationError:
+        return False
+    return True
 
 
 def _validate_scalar(ranks: float, nodes: float, size_bytes: float) -> tuple[int, int, float]:
