@@ -22,11 +22,13 @@ snapshot already at hand.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
+from typing import TypeVar
 
 from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session
@@ -44,6 +46,7 @@ from profiles.db import ChangeSignal
 from profiles.models import Profile
 
 ProviderKey = tuple[int, str]  # (profile id, revision)
+T = TypeVar("T")
 
 
 class ProviderCache:
@@ -149,6 +152,10 @@ class SnapshotCache:
         now = self.signal.token(name) if token is None else token
         return snapshot if seen == now else None
 
+    def held(self, name: str) -> tuple[ProfileSnapshot, Hashable] | None:
+        """The snapshot kept for ``name`` and the token it was read under, unchecked."""
+        return self._items.get(name)
+
     def put(self, name: str, snapshot: ProfileSnapshot, *, token: Hashable) -> None:
         if len(self._items) >= self._size:
             self._items.clear()
@@ -170,13 +177,38 @@ class ProfileSource:
         self._cache = cache
         self._snapshots = snapshots
 
-    async def cached(self, name: str) -> ProfileSnapshot | None:
-        """The named profile if a fresh snapshot is at hand (asks the change signal without
-        blocking the event loop: no database read through the pool, no worker thread)."""
+    async def answer(self, name: str, work: Callable[[ProfileSnapshot], T]) -> T | None:
+        """``work`` done on the named profile's snapshot at hand, if nothing was committed to
+        the profile since it was read; None when no fresh snapshot is at hand (read it through
+        :meth:`profile` then). Never blocks the event loop: no read through the pool, no worker
+        thread, and no read at all when no snapshot is held.
+
+        Where asking the change signal is a round trip (PostgreSQL), the question is sent
+        first and ``work`` runs while the answer travels; its result (or its error, raised) is
+        kept only if the answer says the snapshot is current, so a reply is the one that
+        asking first and working after would give, sooner by the wait it hides.
+        """
         snapshots = self._snapshots
-        if snapshots is None:
+        held = None if snapshots is None else snapshots.held(name)
+        if snapshots is None or held is None:
             return None
-        return snapshots.get(name, await snapshots.signal.token_async(name))
+        snapshot, seen = held
+        signal = snapshots.signal
+        if not signal.round_trip:
+            return work(snapshot) if await signal.token_async(name) == seen else None
+        asking = asyncio.ensure_future(signal.token_async(name))
+        await asyncio.sleep(0)  # one step of the question: it is on the wire when this resumes
+        result: T | None = None
+        error: Exception | None = None
+        try:
+            result = work(snapshot)
+        except Exception as exc:  # kept until the answer says whether this snapshot counts
+            error = exc
+        if await asking != seen:
+            return None  # a commit since the snapshot was read: whatever work gave is dropped
+        if error is not None:
+            raise error
+        return result
 
     def profile(self, name: str) -> ProfileSnapshot:
         """The named profile and its bandwidth provider; NotFoundError if unknown."""

@@ -202,8 +202,11 @@ class ChangeSignal(Protocol):
     mean nothing was committed to that profile in between (by any process).
 
     ``token`` may block (call it from a worker thread); ``token_async`` never blocks an event
-    loop and gives the same answer.
+    loop and gives the same answer. ``round_trip`` says whether asking waits on another
+    process (a database server): work that does not depend on the answer can go on meanwhile.
     """
+
+    round_trip: bool
 
     def token(self, name: str) -> Hashable: ...
 
@@ -223,6 +226,8 @@ class SqliteCommits:
     was replaced (another inode) every call is a new token, and the connection is reopened on
     the file that is there.
     """
+
+    round_trip = False  # a pragma on a local file: nothing to wait for
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -291,6 +296,7 @@ class PostgresRevisions:
     loop (no thread hop on the hot path).
     """
 
+    round_trip = True
     TIMEOUT_S = 2.0
     BACKOFF_S = 1.0
     _QUERY = "SELECT revision FROM profiles WHERE name = %s"
@@ -301,7 +307,7 @@ class PostgresRevisions:
         self._connection: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._async_lock: asyncio.Lock | None = None
-        self._async_connection: Any = None
+        self._async_connection: _RevisionReader | None = None
         self._retry_at = 0.0
 
     def token(self, name: str) -> Hashable:
@@ -338,21 +344,18 @@ class PostgresRevisions:
         lock = self._async_lock
         try:
             async with asyncio.timeout(self.TIMEOUT_S), lock:  # the wait for the lock counts
-                if self._async_connection is None or self._async_connection.closed:
-                    self._async_connection = await psycopg.AsyncConnection.connect(
-                        self._conninfo, autocommit=True
-                    )
-                cursor = await self._async_connection.execute(self._QUERY, (name,))
-                row = await cursor.fetchone()
+                if self._async_connection is None:
+                    self._async_connection = await _RevisionReader.open(self._conninfo, loop)
+                value = await self._async_connection.ask(name)
         except (psycopg.Error, TimeoutError):
             self._drop_async()
             self._retry_at = time.monotonic() + self.BACKOFF_S
             return object()
-        return None if row is None else str(row[0])
+        return None if value is None else value.decode()
 
     def _drop_async(self) -> None:
         if self._async_connection is not None:
-            self._async_connection.pgconn.finish()  # closes the socket, no event loop needed
+            self._async_connection.close()
         self._async_connection = None
 
     def _close(self) -> None:
@@ -365,6 +368,90 @@ class PostgresRevisions:
         with self._lock:
             self._close()
         self._drop_async()
+
+
+class _RevisionReader:
+    """One prepared question (a profile's revision) on a connection of its own, asked from an
+    event loop through libpq itself (``psycopg.pq``), its socket watched for the connection's
+    life.
+
+    psycopg's AsyncConnection spent about 100 µs of CPU on each such read here (its wait
+    generators, a future and two epoll registrations per wait); asked this way it is under
+    half that, on the hot path of every estimate against a stored profile.
+    """
+
+    _STATEMENT = b"commest_revision"
+
+    def __init__(self, connection: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._connection = connection  # keeps psycopg's object (and so the socket) alive
+        self._pgconn = connection.pgconn
+        self._pgconn.nonblocking = 1
+        self._loop = loop
+        self._waiting: asyncio.Future[None] | None = None
+        self._lost: Exception | None = None
+        self._socket = self._pgconn.socket
+        loop.add_reader(self._socket, self._readable)
+
+    @classmethod
+    async def open(cls, conninfo: str, loop: asyncio.AbstractEventLoop) -> _RevisionReader:
+        import psycopg
+
+        connection = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        try:
+            await connection.execute(
+                "PREPARE commest_revision (text) AS SELECT revision FROM profiles WHERE name = $1"
+            )
+        except BaseException:
+            await connection.close()
+            raise
+        return cls(connection, loop)
+
+    def _readable(self) -> None:
+        """The socket has data: take it in, and wake the question whose answer is complete."""
+        waiting = self._waiting
+        try:
+            self._pgconn.consume_input()
+        except Exception as exc:  # a lost connection: stop watching it (it would stay readable)
+            self._lost = exc
+            self._loop.remove_reader(self._socket)
+            if waiting is not None and not waiting.done():
+                waiting.set_exception(exc)  # and the question in flight fails with it
+            return
+        if waiting is not None and not waiting.done() and not self._pgconn.is_busy():
+            waiting.set_result(None)
+
+    async def ask(self, name: str) -> bytes | None:
+        """The revision of the profile ``name``, None if there is no such profile."""
+        import psycopg
+        from psycopg import pq
+
+        pgconn = self._pgconn
+        if self._lost is not None:
+            raise psycopg.OperationalError(f"the revision connection was lost: {self._lost}")
+        pgconn.send_query_prepared(self._STATEMENT, [name.encode()])
+        while pgconn.flush():  # 1: part of the question is still to be sent
+            await asyncio.sleep(0)
+        self._waiting = self._loop.create_future()
+        try:
+            await self._waiting
+        finally:
+            self._waiting = None
+        value: bytes | None = None
+        failed = ""
+        while (result := pgconn.get_result()) is not None:
+            if result.status != pq.ExecStatus.TUPLES_OK:
+                failed = (result.error_message or b"").decode(errors="replace")
+            elif result.ntuples:
+                value = result.get_value(0, 0)
+        if failed:
+            raise psycopg.OperationalError(f"reading a profile's revision failed: {failed}")
+        return value
+
+    def close(self) -> None:
+        """Stop watching the socket and close it (no event loop needed)."""
+        if not self._loop.is_closed():
+            self._loop.remove_reader(self._socket)
+        self._pgconn.finish()
 
 
 def change_signal(url: str | URL) -> ChangeSignal | None:

@@ -9,7 +9,7 @@ from api.deps import RuntimeDep
 from api.problems import problem_responses
 from api.schemas import EstimateRequest, EstimateResponse
 from api.services import estimates as service
-from api.snapshots import PinnedProfile
+from api.snapshots import PinnedProfile, ProfileSnapshot
 
 router = APIRouter(prefix="/v1", tags=["estimates"])
 
@@ -23,10 +23,14 @@ async def create_estimate(body: EstimateRequest, runtime: RuntimeDep) -> Estimat
     """One layout's iteration time with every term, collective and assumption behind it."""
     profiles = runtime.profiles()
     name = body.cluster.profile
-    snapshot = await profiles.cached(name) if name is not None else None
-    if name is None or snapshot is not None:
-        # pure CPU, sub-millisecond: no thread hop, no database read through the pool
-        pinned = PinnedProfile(snapshot) if snapshot is not None else profiles
-        return service.create_estimate(request=body, profiles=pinned)
+    if name is None:  # pure CPU, sub-millisecond: no thread hop, no database
+        return service.create_estimate(request=body, profiles=profiles)
+
+    def on(snapshot: ProfileSnapshot) -> EstimateResponse:
+        return service.create_estimate(request=body, profiles=PinnedProfile(snapshot))
+
+    answered = await profiles.answer(name, on)
+    if answered is not None:
+        return answered
     # a database read: never block the event loop on it
     return await run_in_threadpool(service.create_estimate, request=body, profiles=profiles)

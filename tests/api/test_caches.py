@@ -7,9 +7,10 @@ bandwidth answers with the new numbers, although SQLite gives it and its runs th
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,7 +20,13 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
-from api.caches import MemoBandwidth, ProfileSnapshot, ProviderCache, SnapshotCache
+from api.caches import (
+    MemoBandwidth,
+    ProfileSnapshot,
+    ProfileSource,
+    ProviderCache,
+    SnapshotCache,
+)
 from api.settings import Settings
 from estimator.bandwidth import Collective, TrafficKind
 from profiles import repository
@@ -116,6 +123,8 @@ def _snapshot(name: str) -> ProfileSnapshot:
 class Commits:
     """A ChangeSignal the test moves by hand: one counter of commits."""
 
+    round_trip = False
+
     def __init__(self) -> None:
         self.count = 0
 
@@ -147,6 +156,85 @@ def test_a_snapshot_read_while_a_commit_lands_is_not_kept_as_fresh() -> None:
     commits.count += 1  # a write commits while the read is in flight
     cache.put("p", _snapshot("p"), token=seen_before_the_read)
     assert cache.get("p") is None
+
+
+class FarCommits(Commits):
+    """Commits behind a round trip: each question is counted, and ``during`` runs while the
+    answer travels (after the question left, before the answer is read)."""
+
+    round_trip = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+        self.during: Callable[[], None] = lambda: None
+
+    async def token_async(self, name: str) -> Hashable:
+        self.asked += 1
+        asked_at = self.count  # the question reaches the database now
+        await asyncio.sleep(0)
+        self.during()
+        return asked_at
+
+
+def _source(signal: Commits) -> tuple[ProfileSource, SnapshotCache]:
+    snapshots = SnapshotCache(signal)
+
+    def no_reads() -> Any:
+        raise AssertionError("answered from the snapshot at hand, never through the pool")
+
+    return ProfileSource(scope=no_reads, cache=ProviderCache(), snapshots=snapshots), snapshots
+
+
+@pytest.mark.parametrize("far", [False, True], ids=["local-signal", "round-trip-signal"])
+def test_an_answer_from_the_snapshot_at_hand_is_kept_only_while_nothing_was_committed(
+    far: bool,
+) -> None:
+    signal = FarCommits() if far else Commits()
+    source, snapshots = _source(signal)
+    held = _snapshot("p")
+    snapshots.put("p", held, token=snapshots.token("p"))
+    worked_on: list[ProfileSnapshot] = []
+
+    def work(snapshot: ProfileSnapshot) -> str:
+        worked_on.append(snapshot)
+        return "priced"
+
+    assert asyncio.run(source.answer("p", work)) == "priced"
+    assert worked_on == [held]
+    signal.count += 1  # a commit since the snapshot was read
+    worked_on.clear()
+    assert asyncio.run(source.answer("p", work)) is None
+    # the local signal is asked first; over a round trip the work ran meanwhile, then dropped
+    assert worked_on == ([held] if far else [])
+
+
+def test_work_done_while_a_commit_lands_is_dropped_and_its_error_too() -> None:
+    signal = FarCommits()
+    source, snapshots = _source(signal)
+    snapshots.put("p", _snapshot("p"), token=snapshots.token("p"))
+
+    def commit() -> None:
+        signal.count += 1  # lands after the question was answered: the answer still counts
+
+    signal.during = commit
+    assert asyncio.run(source.answer("p", lambda s: s.name)) == "p"
+
+    def refused(_snapshot: ProfileSnapshot) -> str:
+        raise ValueError("refused on this snapshot")
+
+    snapshots.put("p", _snapshot("p"), token=snapshots.token("p"))
+    with pytest.raises(ValueError, match="refused on this snapshot"):
+        asyncio.run(source.answer("p", refused))  # current: the error is the answer
+    signal.count += 1  # stale now: neither the result nor the error is kept
+    assert asyncio.run(source.answer("p", refused)) is None
+
+
+def test_no_snapshot_at_hand_asks_nothing() -> None:
+    signal = FarCommits()
+    source, _snapshots = _source(signal)
+    assert asyncio.run(source.answer("p", lambda s: s.name)) is None
+    assert signal.asked == 0  # the caller reads through the pool, which asks for itself
 
 
 def test_provider_cache_drops_the_least_recently_used_key() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Hashable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, make_url, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -175,6 +175,41 @@ def test_postgres_revisions_are_the_committed_ones(
         assert both("lab") not in (committed, None)
     finally:
         signal.close()
+
+
+def test_postgres_revisions_after_a_lost_connection_match_nothing_then_reconnect(
+    db_url: str, db_sessions: sessionmaker[Session]
+) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite's signal has no connection to lose")
+    import psycopg
+
+    signal = change_signal(db_url)
+    assert isinstance(signal, PostgresRevisions)
+    _make(db_sessions)
+    with db_sessions() as session:
+        committed = session.scalar(select(Profile.revision).where(Profile.name == "lab"))
+    conninfo = make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+    async def lose_it() -> list[Hashable]:
+        tokens = [await signal.token_async("lab")]
+        reader = signal._async_connection
+        assert reader is not None
+        with psycopg.connect(conninfo, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (reader._pgconn.backend_pid,))
+        await asyncio.sleep(0.05)  # the server's goodbye arrives while nothing is asked
+        tokens.append(await signal.token_async("lab"))
+        tokens.append(await signal.token_async("lab"))  # backing off: not asked again
+        signal._retry_at = 0.0  # the back-off is over
+        tokens.append(await signal.token_async("lab"))
+        return tokens
+
+    try:
+        first, lost, backing_off, again = asyncio.run(lose_it())
+    finally:
+        signal.close()
+    assert first == committed == again
+    assert lost not in (committed, None) and backing_off not in (committed, None, lost)
 
 
 def test_postgres_revisions_of_an_unreachable_server_match_nothing() -> None:
