@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,14 @@ from playwright.sync_api import Page, Response, Route, expect
 
 from tests.api.servers import Server
 from tests.web.conftest import TOKEN
+
+
+def one_decimal(x: float) -> str:
+    """``x`` as the page prints it with one decimal (Intl.NumberFormat rounds the number's
+    shortest decimal form half away from zero: 5.85 is "5.9", where Python's format, rounding
+    the binary value 5.8499..., gives "5.8")."""
+    return str(Decimal(repr(x)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TIMELINE = FIXTURES / "timeline_1f1b.json"
@@ -157,7 +166,7 @@ def test_estimate_shows_the_api_figures_for_a_preset(page: Page, server: Server)
     # the out-of-sample accuracy of this kind of trainer, as the answer gives it
     validated = direct["validated"]
     expect(page.get_by_test_id("validated")).to_contain_text(
-        f"{validated['mean_abs_error_pct']:.1f} % mean error on {validated['runs']} published "
+        f"{one_decimal(validated['mean_abs_error_pct'])} % mean error on {validated['runs']} published "
         f"{validated['trainer_kind']} runs"
     )
     assert validated["fine_grained_moe"] is None  # a dense model: no line for fine-grained MoE
@@ -280,7 +289,7 @@ def test_moe_models_choose_their_token_dispatcher(page: Page) -> None:
     fine = answer.value.json()["validated"]["fine_grained_moe"]
     shown = page.get_by_test_id("validated-fine-grained-moe")
     expect(shown).to_contain_text(
-        f"{fine['mean_abs_error_pct']:.1f} % mean error on the {fine['runs']} such runs"
+        f"{one_decimal(fine['mean_abs_error_pct'])} % mean error on the {fine['runs']} such runs"
     )
     expect(shown).to_have_class("advice")
     # and how commest did on this very model's published runs, as advice too
@@ -288,7 +297,7 @@ def test_moe_models_choose_their_token_dispatcher(page: Page) -> None:
     assert same["model"] == "qwen3-30b-a3b" and same["misses_target"]
     shown = page.get_by_test_id("validated-same-model")
     expect(shown).to_contain_text(
-        f"this model: {same['mean_abs_error_pct']:.1f} % mean error on {same['runs']} published runs"
+        f"this model: {one_decimal(same['mean_abs_error_pct'])} % mean error on {same['runs']} published runs"
     )
     expect(shown).to_have_class("advice")
     assert "commest validate --model qwen3-30b-a3b --kind megatron-style" in (
@@ -726,7 +735,7 @@ def test_the_accuracy_tab_lists_the_published_runs_worst_first(page: Page) -> No
     worst = max(everything["rows"], key=lambda r: abs(r["error_pct"]))
     expect(rows.first).to_contain_text(worst["id"])
     expect(page.get_by_test_id("accuracy-all")).to_contain_text(
-        f"{everything['summary']['mean_abs_error_pct']:.1f} % mean error on "
+        f"{one_decimal(everything['summary']['mean_abs_error_pct'])} % mean error on "
         f"{everything['summary']['rows']} runs"
     )
     with page.expect_response(lambda r: "model=qwen3-30b-a3b" in r.url) as narrowed:
@@ -735,7 +744,9 @@ def test_the_accuracy_tab_lists_the_published_runs_worst_first(page: Page) -> No
     expect(rows).to_have_count(qwen["selection"]["rows"])
     assert 0 < qwen["selection"]["rows"] < everything["summary"]["rows"]
     shown = page.get_by_test_id("accuracy-selection")
-    expect(shown).to_contain_text(f"{qwen['selection']['mean_abs_error_pct']:.1f} % mean error")
+    expect(shown).to_contain_text(
+        f"{one_decimal(qwen['selection']['mean_abs_error_pct'])} % mean error"
+    )
     expect(shown).to_have_class("advice")  # beyond the 8 % target
     for i in range(qwen["selection"]["rows"]):
         expect(rows.nth(i).locator("td").nth(1)).to_have_text("qwen3-30b-a3b")
