@@ -358,8 +358,16 @@ class FrameworkOverridesIn(_In):
         gt=0,
         le=2,
         description="the framework's compute speed relative to the fitted roofline (1: as "
-        "fitted; the DeepSpeed presets carry the shortfall fitted on Megatron-DeepSpeed runs "
-        'of 2022, README "Accuracy")',
+        "fitted, every preset)",
+    )
+    layer_host_s: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="host seconds every transformer layer adds per micro-batch, forward and "
+        "backward (a third more when replayed): the GPU waits on the host (breakdown term "
+        "host); the DeepSpeed presets carry the value fitted on Megatron-DeepSpeed runs of "
+        '2022 (README "Accuracy"); 0: not priced',
     )
     moe_layer_host_s: float | None = Field(
         None,

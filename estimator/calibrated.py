@@ -213,7 +213,7 @@ VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
     for acc in (
         ValidatedAccuracy("megatron-style", 96, 5.8, -1.6, error_p10_pct=-10.2, error_p90_pct=6.3),
         ValidatedAccuracy("fsdp-style", 63, 5.4, -2.4, error_p10_pct=-12.4, error_p90_pct=4.6),
-        ValidatedAccuracy("deepspeed", 32, 8.8, -5.0, error_p10_pct=-15.9, error_p90_pct=4.3),
+        ValidatedAccuracy("deepspeed", 32, 6.9, -5.4, error_p10_pct=-23.0, error_p90_pct=2.2),
     )
 }
 
@@ -243,28 +243,28 @@ VALIDATED_ACCURACY_FINE_GRAINED_MOE: dict[str, ValidatedAccuracy] = {
 _ModelRow = tuple[Architecture, int, float, float, float, float, str]
 _BY_MODEL: dict[TrainerKind, tuple[_ModelRow, ...]] = {
     "deepspeed": (
-        ((70, 14336, 64, 0, 57344), 3, 7.5, 1.4, -9.1, 9.0, "bigscience-prequel-70x14336"),
+        ((70, 14336, 64, 0, 57344), 3, 2.8, -0.5, -5.0, 1.9, "bigscience-prequel-70x14336"),
         (
             (70, 14336, 112, 0, 57344),
             3,
-            10.2,
-            -5.9,
-            -24.1,
-            3.5,
+            9.0,
+            -8.2,
+            -25.8,
+            0.6,
             "bigscience-prequel-70x14336 / bloom-176b",
         ),
-        ((70, 14336, 128, 0, 57344), 1, 2.6, 2.6, 2.6, 2.6, "bigscience-prequel-70x14336"),
-        ((80, 14400, 96, 0, 57600), 4, 7.9, -7.9, -9.9, -6.0, "bigscience-prequel-80x14400"),
-        ((82, 13312, 64, 0, 53248), 3, 5.4, 5.4, 3.0, 8.8, "bigscience-prequel-82x13312"),
-        ((82, 13312, 104, 0, 53248), 1, 11.3, -11.3, -11.3, -11.3, "bigscience-prequel-82x13312"),
-        ((82, 13312, 128, 0, 53248), 1, 2.3, 2.3, 2.3, 2.3, "bigscience-prequel-82x13312"),
-        ((94, 13312, 128, 0, 53248), 1, 2.1, 2.1, 2.1, 2.1, "bigscience-prequel-94x13312"),
-        ((96, 12288, 96, 0, 49152), 3, 11.1, -11.1, -15.9, -3.7, "gpt3-175b"),
-        ((100, 12288, 64, 0, 49152), 2, 7.3, -7.1, -14.4, 0.2, "bigscience-prequel-100x12288"),
-        ((105, 20480, 128, 0, 81920), 6, 16.2, -16.2, -38.0, -4.6, "megatron-529.6b"),
-        ((106, 12288, 64, 0, 49152), 1, 4.2, 4.2, 4.2, 4.2, "bigscience-prequel-106x12288"),
-        ((106, 12288, 96, 0, 49152), 2, 5.2, 5.2, 3.5, 6.9, "bigscience-prequel-106x12288"),
-        ((106, 12288, 128, 0, 49152), 1, 2.5, 2.5, 2.5, 2.5, "bigscience-prequel-106x12288"),
+        ((70, 14336, 128, 0, 57344), 1, 0.2, -0.2, -0.2, -0.2, "bigscience-prequel-70x14336"),
+        ((80, 14400, 96, 0, 57600), 4, 2.1, 2.1, 0.0, 3.9, "bigscience-prequel-80x14400"),
+        ((82, 13312, 64, 0, 53248), 3, 1.7, 1.7, 1.4, 2.1, "bigscience-prequel-82x13312"),
+        ((82, 13312, 104, 0, 53248), 1, 12.9, -12.9, -12.9, -12.9, "bigscience-prequel-82x13312"),
+        ((82, 13312, 128, 0, 53248), 1, 0.2, 0.2, 0.2, 0.2, "bigscience-prequel-82x13312"),
+        ((94, 13312, 128, 0, 53248), 1, 0.0, 0.0, 0.0, 0.0, "bigscience-prequel-94x13312"),
+        ((96, 12288, 96, 0, 49152), 3, 15.2, -15.2, -19.7, -11.1, "gpt3-175b"),
+        ((100, 12288, 64, 0, 49152), 2, 3.6, -3.6, -7.2, 0.0, "bigscience-prequel-100x12288"),
+        ((105, 20480, 128, 0, 81920), 6, 16.7, -16.7, -40.2, -0.6, "megatron-529.6b"),
+        ((106, 12288, 64, 0, 49152), 1, 2.9, 2.9, 2.9, 2.9, "bigscience-prequel-106x12288"),
+        ((106, 12288, 96, 0, 49152), 2, 1.4, 1.4, 0.7, 2.2, "bigscience-prequel-106x12288"),
+        ((106, 12288, 128, 0, 49152), 1, 1.2, 1.2, 1.2, 1.2, "bigscience-prequel-106x12288"),
     ),
     "fsdp-style": (
         ((12, 768, 12, 0, 3072), 2, 2.5, 1.6, -0.9, 4.1, "mpt-125m"),

@@ -431,8 +431,8 @@ def estimate(scenario: Scenario) -> Estimate:
 def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
     """The out-of-sample accuracy of published runs of the scenario's kind of trainer, when the
     scenario runs the model `commest validate` scores: detailed fidelity, a framework preset at
-    its own compute speed and host time (``compute_efficiency``, ``moe_layer_host_s``: fitted
-    constants of the DeepSpeed and Megatron-Core presets) and a
+    its own compute speed and host times (``compute_efficiency``; ``layer_host_s`` and
+    ``moe_layer_host_s``: fitted constants of the DeepSpeed and Megatron-Core presets) and a
     GPU family's fitted compute constants (estimator.calibrated); else None. A model whose
     experts are narrower than itself carries those runs' figures too (``fine_grained_moe``), and
     a model commest was validated on under this kind of trainer its own runs' (``same_model``)."""
@@ -444,8 +444,9 @@ def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
     if kind is None:
         return None
     preset = FRAMEWORK_PRESETS[fw.name]
-    if (fw.compute_efficiency, fw.moe_layer_host_s) != (
+    if (fw.compute_efficiency, fw.layer_host_s, fw.moe_layer_host_s) != (
         preset.compute_efficiency,
+        preset.layer_host_s,
         preset.moe_layer_host_s,
     ):
         return None
@@ -482,18 +483,27 @@ def _warnings(
     """The scenario's layout warnings, a host-bound MoE layer, and how far published runs of
     its kind of trainer were off when that is beyond the validation target."""
     out = list(scenario.warnings)
+    fw = scenario.training.software
     if (
         breakdown is not None
         and breakdown.host_s > HOST_BOUND_WARNING_SHARE * breakdown.iteration_s
     ):
-        host_ms = scenario.training.software.moe_layer_host_s * 1e3
-        out.append(
-            f"host-bound: the GPU waits {breakdown.host_s:.3g} s of the "
-            f"{breakdown.iteration_s:.3g} s iteration on the host issuing eager MoE layers "
-            f"({host_ms:g} ms per layer and micro-batch, moe_layer_host_s); with the MoE router "
-            "and preprocessing captured in CUDA graphs (framework override cuda_graphs) none "
-            "is priced"
+        waits = (
+            f"the GPU waits {breakdown.host_s:.3g} s of the {breakdown.iteration_s:.3g} s "
+            "iteration on the host"
         )
+        if fw.layer_host_s:
+            out.append(
+                f"host time: {waits} ({fw.layer_host_s * 1e3:g} ms per layer and micro-batch, "
+                "layer_host_s); fewer, larger micro-batches spread it over more tokens"
+            )
+        if fw.moe_layer_host_s and not fw.cuda_graphs and scenario.model.is_moe:
+            out.append(
+                f"host-bound: {waits} issuing eager MoE layers "
+                f"({fw.moe_layer_host_s * 1e3:g} ms per layer and micro-batch, "
+                "moe_layer_host_s); with the MoE router and preprocessing captured in CUDA "
+                "graphs (framework override cuda_graphs) none is priced"
+            )
     if acc is not None and acc.misses_target:
         out.append(_accuracy_warning(scenario.training.software.name, acc))
     if scenario.model.fine_grained_moe:

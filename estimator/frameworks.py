@@ -179,13 +179,23 @@ Sources, per flag (dates from the Megatron-LM git history):
 - ``compute_efficiency``: the speed of the framework's compute (GEMMs, attention, element-wise
   work) relative to the fitted roofline: every compute operation takes 1/compute_efficiency of
   the time the GPU family's fitted constants give (peak and HBM bandwidth both scaled). 1 for
-  every framework the roofline was fitted on or that matches it. The DeepSpeed presets carry
-  ``DEEPSPEED_COMPUTE_EFFICIENCY``: Megatron-DeepSpeed runs of 2021-22 were slower than the
-  engine's named mechanisms explain (the same 530B model and layout on Selene ran 26 % longer
-  per sample under Megatron-DeepSpeed, MT-NLG, than under Megatron-LM, SC21 Table 2), and no
-  published profile says where the time went. So it is a measured shortfall, not a mechanism:
-  fitted by ``commest validate`` on BigScience's February 2022 benchmark sweep (the BLOOM
-  prequel rows) and predicting every other DeepSpeed run out of sample (README "Accuracy").
+  every preset; an override for a trainer known to run its kernels slower or faster.
+- ``layer_host_s``: host (CPU) time per transformer layer and micro-batch, forward and backward
+  (a full replay adds the forward's share, a third), that adds to the layer's own work: the
+  GPU waits it out because the host does not run ahead of it. Megatron-DeepSpeed is such a
+  trainer: BigScience's log book of the BLOOM benchmarks found that ``CUDA_LAUNCH_BLOCKING=1``,
+  which makes every kernel launch wait for the kernel, "surprisingly has no impact on this
+  framework at this scale. Normally, it should make things much slower as it makes CUDA ops
+  synchronous" (``bigscience-workshop/bigscience`` ``train/tr11-176B-ml/chronicles-prequel.md``
+  at 053adaf, "Hanging Issue"), which is what a trainer whose host and GPU already take turns
+  shows; and its micro-batch pairs cost the same per micro-batch at twice the tokens (02-28
+  "Rebalancing layers": 102.03 s at micro-batch 2, 102.27 s at 4, the same layout and batch).
+  The DeepSpeed presets carry ``DEEPSPEED_LAYER_HOST_S``, fitted by ``commest validate`` on
+  those benchmarks (the BLOOM prequel rows) and predicting every other DeepSpeed run out of
+  sample (README "Accuracy"); it replaces the compute speed those presets carried before (a
+  shortfall of 11 % with no mechanism named), which the same rows no longer ask for. Reported
+  in the breakdown term ``host``. The data-parallel stream's overlap windows do not widen by
+  it. 0: not priced.
 - ``moe_layer_host_s``: host (CPU) time to issue one MoE layer's forward and backward pass for
   one micro-batch when the layer runs eagerly; the layer takes at least that long, the GPU
   waiting out what its own work leaves (a full replay adds the forward's share, a third, as the
@@ -230,7 +240,7 @@ from typing import Literal, get_args
 from estimator.errors import NotFoundError, ValidationError
 
 __all__ = [
-    "DEEPSPEED_COMPUTE_EFFICIENCY",
+    "DEEPSPEED_LAYER_HOST_S",
     "EAGER_OP_HOST_S",
     "FP8_CURRENT_SCALING_QUANTIZE_KERNELS",
     "FP8_EXPERT_TENSORS_BACKWARD",
@@ -249,10 +259,11 @@ __all__ = [
     "trainer_kind",
 ]
 
-# Megatron-DeepSpeed (2021-22) compute speed relative to the fitted roofline (compute_efficiency
-# above): fitted by `commest validate` on its declared training family "bloom_sweep" (BigScience's
-# February 2022 benchmark sweep); a test checks it equals what the report fits today.
-DEEPSPEED_COMPUTE_EFFICIENCY = 0.8894
+# Megatron-DeepSpeed's (2021-22) host time per layer and micro-batch, forward and backward
+# (layer_host_s above): fitted by `commest validate` on its declared training family
+# "bloom_sweep" (BigScience's February 2022 benchmark sweep); a test checks it equals what the
+# report fits today.
+DEEPSPEED_LAYER_HOST_S = 0.007327
 # Host time of one eager Megatron-Core MoE layer, forward and backward, per micro-batch
 # (moe_layer_host_s above): fitted by `commest validate` on its declared training family
 # "moe_eager_host" (Megatron-LM's Qwen3-30B-A3B BF16 recipe, no CUDA graphs); a test checks it
@@ -345,6 +356,7 @@ class Framework:
     fsdp_backward_prefetch: str = "pre"
     recompute_early_stop: bool = False
     compute_efficiency: float = 1.0
+    layer_host_s: float = 0.0
     moe_layer_host_s: float = 0.0
     cuda_graphs: bool = False
     fp8_current_scaling: bool = False
@@ -385,6 +397,12 @@ class Framework:
                 "training.framework.compute_efficiency",
                 self.compute_efficiency,
                 "must be a number > 0 and <= 2 (1: the fitted roofline's speed)",
+            )
+        if not 0.0 <= self.layer_host_s <= 1.0:
+            raise ValidationError(
+                "training.framework.layer_host_s",
+                self.layer_host_s,
+                "must be a number of seconds >= 0 and <= 1 (0: host time not priced)",
             )
         if not 0.0 <= self.moe_layer_host_s <= 1.0:
             raise ValidationError(
@@ -454,6 +472,12 @@ def _describe(fw: Framework) -> str:
         + (
             f"; compute at {fw.compute_efficiency:g} of the fitted roofline's speed"
             if fw.compute_efficiency != 1.0
+            else ""
+        )
+        + (
+            f"; every layer adds {fw.layer_host_s * 1e3:g} ms of host time per micro-batch "
+            "(forward and backward; the GPU waits on the host)"
+            if fw.layer_host_s
             else ""
         )
         + (
@@ -535,8 +559,8 @@ _PRESETS = (
             "partitioned pipeline sends (1/t, all-gathered over TP; the sent output re-gathered "
             "for its backward pass), each send and receive blocking, with a "
             "pipeline the gradient reduction after the schedule, ZeRO-3 gathers per "
-            "sub-module with prefetch, ZeRO-2/3 gradients reduced every micro-batch; compute at "
-            "the speed fitted on Megatron-DeepSpeed runs of 2022 (compute_efficiency)"
+            "sub-module with prefetch, ZeRO-2/3 gradients reduced every micro-batch; host time "
+            "per layer and micro-batch fitted on Megatron-DeepSpeed runs of 2022 (layer_host_s)"
         ),
         tp_overlap_wgrad=False,
         sp_gather_overlap=False,
@@ -550,7 +574,7 @@ _PRESETS = (
         zero3_regather_for_recompute=True,
         grad_reduce_per_microbatch=True,
         zero3_gathers_per_layer=6,
-        compute_efficiency=DEEPSPEED_COMPUTE_EFFICIENCY,
+        layer_host_s=DEEPSPEED_LAYER_HOST_S,
     ),
     dataclasses.replace(
         _MEGATRON_2022,
@@ -581,7 +605,7 @@ _PRESETS = (
         # the DeepSpeedExamples Megatron ZeRO-3 configs of March/April 2021 (2cd968f, bdf8e59)
         # misspell the key ("persitance"/"persitence"), so the default applies there too.
         zero3_persistence_threshold=100_000,
-        compute_efficiency=DEEPSPEED_COMPUTE_EFFICIENCY,
+        layer_host_s=DEEPSPEED_LAYER_HOST_S,
     ),
     _FSDP := dataclasses.replace(
         _MEGATRON_2022,

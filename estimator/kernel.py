@@ -1214,6 +1214,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         # The data-parallel stream keeps running while the GPU waits.
         stall_fwd = stall_fwd + MOE_HOST_FORWARD_SHARE * host_layer
         stall_bwd = stall_bwd + (1.0 - MOE_HOST_FORWARD_SHARE) * host_layer
+    # Host time every layer adds per micro-batch (Framework.layer_host_s: the GPU waits on the
+    # host; a full replay issues the forward again). Not in the DP windows below.
+    layer_host: Num = (
+        fw.layer_host_s * (1.0 + full * MOE_HOST_FORWARD_SHARE) if fw.layer_host_s else 0.0
+    )
+    host_priced = host_floor or bool(fw.layer_host_s)
     window_fwd = layer_fwd + stall_fwd
     window_bwd = layer_bwd + stall_bwd
     window_bwd_replay = window_bwd + layer_replay
@@ -1265,10 +1271,10 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             "pp": pp,
             "expert": _times(layers, ep_layer),
             "dp": dp_mb,
-            "host": _times(layers, host_layer),
+            "host": _times(layers, host_layer + layer_host) if host_priced else 0.0,
         }
         parts["total"] = comp + tp + parts["cp"] + pp + parts["expert"] + dp_mb
-        if host_floor:
+        if host_priced:
             parts["total"] = parts["total"] + parts["host"]
         parts["tp_link"] = (
             layers * tp_link_layer + with_logits * logits_tp_link + with_embedding * emb_tp
@@ -1357,7 +1363,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         "embedding_sync": emb_sync_s,
         "expert": m * pace("expert"),
         "optimizer": optimizer,
-        "host": m * pace("host") if host_floor else 0.0,
+        "host": m * pace("host") if host_priced else 0.0,
     }
     # On-link time of the critical stage's collectives, exposed or hidden.
     dp_link_mb = layers_pace * (z3_gather_layer + z3_bwd_layer) + reduce_each

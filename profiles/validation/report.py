@@ -10,7 +10,7 @@ is scored by a fit that left its group out (SC21 Table 1: leave-one-out; DGX Clo
 leave-one-model-out); every other row is predicted from the fit on the whole training subset,
 which never contains it. After them, each constant of one source's hardware or one kind of
 software is fitted on its own family with every other constant fixed (the torchtitan hosts'
-peak, the DeepSpeed presets' compute speed, the host time of an eager Megatron-Core MoE layer)
+peak, the DeepSpeed presets' host time per layer, the host time of an eager Megatron-Core MoE layer)
 and its rows are scored leave-one-out (the MoE host time's one row, left out, without it).
 The fit is a small
 least-squares on relative errors (Gauss-Newton over the engine itself, so every mechanism of the
@@ -132,12 +132,14 @@ TRAINING: tuple[TrainingFamily, ...] = (
     ),
     TrainingFamily(
         "bloom_sweep",
-        ("deepspeed_compute_efficiency",),
+        ("deepspeed_layer_host_s",),
         "BigScience's February 2022 benchmark sweep for BLOOM (chronicles-prequel.md: 21 "
         "Megatron-DeepSpeed runs on Jean Zay, t 4-8, p 6-12, micro-batch 1-4, four model "
-        "shapes): the compute speed of the DeepSpeed presets relative to the fitted roofline, "
-        "a shortfall no named mechanism explains, fitted after every other constant; BLOOM's "
-        "production runs, MT-NLG and the SC21 ZeRO-3 runs are predicted. Scored leave-one-out",
+        "shapes): the DeepSpeed presets' host time per layer and micro-batch, which the GPU "
+        "waits out (the sweep's micro-batch pairs cost the same per micro-batch at twice the "
+        "tokens, and the log book found CUDA_LAUNCH_BLOCKING=1 cost this framework nothing), "
+        "fitted after every other constant; BLOOM's production runs, MT-NLG and the SC21 ZeRO-3 "
+        "runs are predicted. Scored leave-one-out",
         group_of=lambda r: r.id,
         joint=False,
     ),
@@ -172,7 +174,7 @@ PARAMETERS = (
     "fp8_utilization",
     "gemm_half_size_elements",
     "peak_scale_grand_teton",
-    "deepspeed_compute_efficiency",
+    "deepspeed_layer_host_s",
     "moe_layer_host_s",
 )
 # Starting point of the fit and the value of a constant no family informs.
@@ -184,11 +186,11 @@ _START = {
     "fp8_utilization": 0.6,
     "gemm_half_size_elements": 0.0,
     "peak_scale_grand_teton": 1.0,
-    "deepspeed_compute_efficiency": 1.0,
+    "deepspeed_layer_host_s": 0.0,
     "moe_layer_host_s": 0.0,
 }
 # Where the fit of a constant starts when it is not _START (the fit's slope is 0 there).
-_FIT_START = {"moe_layer_host_s": 0.01}
+_FIT_START = {"moe_layer_host_s": 0.01, "deepspeed_layer_host_s": 0.005}
 _BOUNDS = {
     "utilization_a100": (0.05, 1.0),
     "utilization_h100": (0.05, 1.0),
@@ -201,8 +203,8 @@ _BOUNDS = {
         GRAND_TETON_PEAK_RANGE_BF16[0] / _GRAND_TETON_MIDPOINT,
         GRAND_TETON_PEAK_RANGE_BF16[1] / _GRAND_TETON_MIDPOINT,
     ),
-    # Framework.compute_efficiency's own range.
-    "deepspeed_compute_efficiency": (0.05, 2.0),
+    # Framework.layer_host_s's own range.
+    "deepspeed_layer_host_s": (0.0, 1.0),
     # Framework.moe_layer_host_s's own range.
     "moe_layer_host_s": (0.0, 1.0),
 }
@@ -642,15 +644,15 @@ def scenario_for(
     bandwidth: BandwidthProvider | None = None,
     gemm_half_size_elements: float = 0.0,
     peak_scale: float = 1.0,
-    deepspeed_compute_efficiency: float | None = None,
+    deepspeed_layer_host_s: float | None = None,
     moe_layer_host_s: float | None = None,
 ) -> Scenario:
     """The row as an engine scenario on its GPU's nominal DGX profile (``peak_scale``: the
-    fitted scale of a GPU whose peak its source does not know; ``deepspeed_compute_efficiency``:
-    the compute speed of a DeepSpeed row's framework, the preset's own when None)."""
+    fitted scale of a GPU whose peak its source does not know; ``deepspeed_layer_host_s``:
+    the host time per layer of a DeepSpeed row's framework, the preset's own when None)."""
     model, training, layout = run.scenario_inputs
-    if deepspeed_compute_efficiency is not None and is_deepspeed(run):
-        software = training.software.replace(compute_efficiency=deepspeed_compute_efficiency)
+    if deepspeed_layer_host_s is not None and is_deepspeed(run):
+        software = training.software.replace(layer_host_s=deepspeed_layer_host_s)
         training = dataclasses.replace(training, framework=software)
     if moe_layer_host_s is not None and training.software.moe_layer_host_s:
         software = training.software.replace(moe_layer_host_s=moe_layer_host_s)
@@ -686,7 +688,7 @@ def fitted_scenario(run: PublishedRun, constants: dict[str, float]) -> Scenario:
         fp8_utilization=constants["fp8_utilization"],
         gemm_half_size_elements=constants["gemm_half_size_elements"],
         peak_scale=peak_scale_of(run, constants),
-        deepspeed_compute_efficiency=constants["deepspeed_compute_efficiency"],
+        deepspeed_layer_host_s=constants["deepspeed_layer_host_s"],
         moe_layer_host_s=constants["moe_layer_host_s"],
     )
 
@@ -697,7 +699,7 @@ def predict(run: PublishedRun, constants: dict[str, float]) -> float:
 
 
 def is_deepspeed(run: PublishedRun) -> bool:
-    """Whether the row ran under a DeepSpeed preset (their compute speed is a fitted constant)."""
+    """Whether the row ran under a DeepSpeed preset (their host time per layer is fitted)."""
     return trainer_kind(run.scenario_inputs[1].software.name) == "deepspeed"
 
 

@@ -55,7 +55,7 @@ def test_the_breakdown_adds_the_optimizer_step_and_keeps_every_term(client: Test
     assert body["framework"]["name"] == "megatron-lm"  # the default
 
 
-def test_a_deepspeed_answer_warns_how_far_such_runs_were_off(
+def test_a_deepspeed_answer_says_how_far_such_runs_were_off(
     client: TestClient,
 ) -> None:
     # the example's cluster overrides u; the profile's own (fitted) figures are what validate
@@ -65,11 +65,9 @@ def test_a_deepspeed_answer_warns_how_far_such_runs_were_off(
         "/v1/estimates",
         json={**ESTIMATE, "cluster": fitted, "training": _training(framework="deepspeed")},
     ).json()
-    warned = [w for w in deepspeed["warnings"] if "commest is validated on" in w]
-    # DeepSpeed runs miss the 8 % target mostly one way (the signed mean is over half the mean
-    # |error|: its ZeRO-3 runs at scale took longer than predicted): the warning says which.
-    assert len(warned) == 1 and "too fast on average" in warned[0]
-    assert "optimistic" in warned[0]
+    # DeepSpeed runs as a kind are within the 8 % target since its presets' host time per layer
+    # (6.9 %): no warning for the kind, its figures in `validated` and `assumptions`.
+    assert not [w for w in deepspeed["warnings"] if "commest is validated on" in w]
     assert any(a.startswith("validated: ") for a in deepspeed["assumptions"])
     acc = VALIDATED_ACCURACY["deepspeed"]
     assert deepspeed["validated"] == {
@@ -79,15 +77,16 @@ def test_a_deepspeed_answer_warns_how_far_such_runs_were_off(
         "mean_error_pct": acc.mean_error_pct,
         "error_p10_pct": acc.error_p10_pct,
         "error_p90_pct": acc.error_p90_pct,
-        "misses_target": True,
+        "misses_target": False,
         "fine_grained_moe": None,  # a dense model
-        # GPT-3 175B: SC21's ZeRO-3 runs of it are DeepSpeed runs commest was validated on
+        # GPT-3 175B: SC21's ZeRO-3 runs of it are DeepSpeed runs commest was validated on, and
+        # those it predicts too fast: this model's own runs do warn
         "same_model": {
             "runs": 3,
-            "mean_abs_error_pct": 11.1,
-            "mean_error_pct": -11.1,
-            "min_error_pct": -15.9,
-            "max_error_pct": -3.7,
+            "mean_abs_error_pct": 15.2,
+            "mean_error_pct": -15.2,
+            "min_error_pct": -19.7,
+            "max_error_pct": -11.1,
             "misses_target": True,
             "model": "gpt3-175b",
         },
@@ -177,6 +176,7 @@ def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient)
         "tp_comm_overlap_backward": False,
         "recompute_early_stop": True,
         "compute_efficiency": 0.5,
+        "layer_host_s": 0.004,
         "moe_layer_host_s": 0.02,
         "cuda_graphs": True,
     }
@@ -205,6 +205,9 @@ def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient)
         {"compute_efficiency": -0.5},
         {"compute_efficiency": 2.5},
         {"compute_efficiency": "fast"},
+        {"layer_host_s": -0.001},
+        {"layer_host_s": 2},
+        {"layer_host_s": "slow"},
         {"moe_layer_host_s": -0.001},
         {"moe_layer_host_s": 2},
         {"moe_layer_host_s": "slow"},

@@ -457,7 +457,7 @@ def _fitted_a100(cluster: ClusterSpec) -> ClusterSpec:
 
 
 def test_an_estimate_says_how_far_runs_of_its_trainer_kind_were_off(
-    gpt3: ModelSpec, cluster: ClusterSpec
+    gpt3: ModelSpec, cluster: ClusterSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     layout = LayoutSpec(pipeline=8, tensor=8, data=24)
     fitted = _fitted_a100(cluster)
@@ -481,11 +481,17 @@ def test_an_estimate_says_how_far_runs_of_its_trainer_kind_were_off(
         warned = [w for w in e.warnings if "commest is validated on" in w]
         # A warning only where that kind misses the validation protocol's per-family target.
         assert bool(warned) == (acc.mean_abs_error_pct > ACCURACY_WARNING_PCT), framework
-    assert VALIDATED_ACCURACY["deepspeed"].misses_target
+    # Today every kind is within the target (DeepSpeed's 8.8 % fell to 6.9 % with its presets'
+    # host time per layer); a kind that misses it warns, and says which way when most of its
+    # error is one way (as DeepSpeed's was: signed mean -5.0 % of an 8.8 % mean |error|).
+    assert not any(acc.misses_target for acc in VALIDATED_ACCURACY.values())
+    missing = dataclasses.replace(
+        VALIDATED_ACCURACY["deepspeed"], mean_abs_error_pct=8.8, mean_error_pct=-5.0
+    )
+    monkeypatch.setitem(VALIDATED_ACCURACY, "deepspeed", missing)
     (warning,) = [w for w in run("deepspeed-2021").warnings if "validated on" in w]
-    # Most of DeepSpeed's error is one way (signed mean -5.0 % of an 8.8 % mean |error|: its
-    # ZeRO-3 runs at scale were slower than predicted): the warning says which way.
     assert "5.0 % too fast" in warning and "8.8 %" in warning and "optimistic" in warning
+    monkeypatch.undo()
     # The band: the measured time for which this prediction's error would be the kind's 10th
     # and 90th percentile (error = (predicted - measured) / measured).
     e = run("deepspeed")
@@ -699,11 +705,15 @@ def test_uneven_stages_need_a_pipeline(cluster: ClusterSpec) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    "off", [{"compute_efficiency": 0.9}, {"layer_host_s": 0.0}, {"layer_host_s": 0.02}]
+)
 def test_a_framework_off_its_presets_compute_speed_claims_no_published_accuracy(
-    gpt3: ModelSpec, cluster: ClusterSpec
+    gpt3: ModelSpec, cluster: ClusterSpec, off: dict[str, float]
 ) -> None:
-    # The DeepSpeed presets' compute speed is fitted with the rest (commest validate): set to
-    # anything else, the kind's published accuracy no longer describes the estimate.
+    # The DeepSpeed presets' compute speed and host time per layer are what commest validate
+    # scored (the host time fitted with the rest): set to anything else, the kind's published
+    # accuracy no longer describes the estimate.
     layout = LayoutSpec(pipeline=8, tensor=8, data=24)
     fitted = _fitted_a100(cluster)
     preset = framework_preset("deepspeed")
@@ -716,7 +726,7 @@ def test_a_framework_off_its_presets_compute_speed_claims_no_published_accuracy(
         return None if e.validated is None else dataclasses.replace(e.validated, same_model=None)
 
     assert kind_figures(run(preset)) == VALIDATED_ACCURACY["deepspeed"]
-    roofline_speed = run(preset.replace(compute_efficiency=1.0))
+    roofline_speed = run(preset.replace(**off))
     assert roofline_speed.validated is None
     assert roofline_speed.iteration_time_range_s is None
     assert any(a.startswith("not validated") for a in roofline_speed.assumptions)

@@ -52,7 +52,7 @@ from estimator.errors import LayoutError, ValidationError
 from estimator.flops import layer_forward_flops, layer_parameters, megatron_parameters
 from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
-    DEEPSPEED_COMPUTE_EFFICIENCY,
+    DEEPSPEED_LAYER_HOST_S,
     EAGER_OP_HOST_S,
     FP8_CURRENT_SCALING_QUANTIZE_KERNELS,
     FP8_EXPERT_TENSORS_BACKWARD,
@@ -1397,8 +1397,67 @@ def test_compute_efficiency_scales_every_compute_operation_and_nothing_on_the_li
     assert half.iteration_time_s > full.iteration_time_s
     assert "compute at 0.5 of the fitted roofline's speed" in half.assumptions[1]
     assert "fitted roofline" not in full.assumptions[1]
-    assert DEEPSPEED_COMPUTE_EFFICIENCY < 1.0
-    assert framework_preset("deepspeed").compute_efficiency == DEEPSPEED_COMPUTE_EFFICIENCY
+    assert all(preset.compute_efficiency == 1.0 for preset in FRAMEWORK_PRESETS.values())
+
+
+@pytest.mark.parametrize("recompute", [Recompute.FULL, Recompute.NONE])
+def test_layer_host_time_adds_to_every_layer_of_every_micro_batch_slot(
+    gpt3: ModelSpec, recompute: Recompute
+) -> None:
+    # Framework.layer_host_s: each layer adds its host time to every micro-batch on its stage
+    # (a full replay issues the forward again: a third more), so the step grows by the host
+    # time of the pacing stage's layers in each of its m micro-batches (breakdown term host)
+    # and in each of the p - 1 slots of the fill and drain (bubble); nothing on the links moves.
+    layout = LayoutSpec(pipeline=8, tensor=8, data=24)
+    fw = framework_preset("deepspeed").replace(layer_host_s=0.0)
+    host_s = 0.004
+
+    def run(f: Framework) -> Estimate:
+        tr = TrainingSpec(
+            global_batch_size=1536, precision=Precision.BF16, framework=f, recompute=recompute
+        )
+        return estimate(Scenario(gpt3, tr, layout, a100()))
+
+    without, with_host = run(fw), run(fw.replace(layer_host_s=host_s))
+    m, p, layers = 1536 // 24, 8, 96 // 8
+    replay = 1.0 + (MOE_HOST_FORWARD_SHARE if recompute is Recompute.FULL else 0.0)
+    slot_s = layers * host_s * replay
+    assert without.breakdown.host_s == 0.0
+    assert with_host.breakdown.host_s == pytest.approx(m * slot_s, rel=1e-9)
+    grown = with_host.breakdown.bubble_s - without.breakdown.bubble_s
+    assert grown == pytest.approx((p - 1) * slot_s, rel=1e-9)
+    assert with_host.iteration_time_s - without.iteration_time_s == pytest.approx(
+        (m + p - 1) * slot_s, rel=1e-9
+    )
+    assert with_host.breakdown.compute_s == without.breakdown.compute_s
+    assert with_host.link_s == without.link_s
+    assert "every layer adds 4 ms of host time per micro-batch" in with_host.assumptions[1]
+    assert "ms of host time" not in without.assumptions[1]
+
+
+def test_the_deepspeed_presets_carry_the_fitted_layer_host_time_and_say_when_it_weighs(
+    gpt3: ModelSpec,
+) -> None:
+    """The value fitted by commest validate on BigScience's sweep (README "Accuracy") on both
+    DeepSpeed presets, no other; an estimate warns when it is a twentieth of the step."""
+    for name, preset in FRAMEWORK_PRESETS.items():
+        expected = DEEPSPEED_LAYER_HOST_S if name.startswith("deepspeed") else 0.0
+        assert preset.layer_host_s == expected, name
+    fw = framework_preset("deepspeed")
+    # BLOOM's shape of micro-batch (MBS 1 here): 12 layers a stage, ~9.8 ms each with the replay
+    tr = TrainingSpec(global_batch_size=1536, precision=Precision.BF16, framework=fw)
+    bloom = estimate(Scenario(gpt3, tr, LayoutSpec(pipeline=8, tensor=8, data=24), a100()))
+    share = bloom.breakdown.host_s / bloom.breakdown.iteration_s
+    [warning] = [w for w in bloom.warnings if w.startswith("host time:")]
+    assert share > 0.05
+    assert f"waits {bloom.breakdown.host_s:.3g} s" in warning and "layer_host_s" in warning
+    assert not any(w.startswith("host-bound") for w in bloom.warnings)  # that one is MoE's
+
+
+@pytest.mark.parametrize("bad", [-0.001, 1.5, math.nan, math.inf])
+def test_a_layer_host_time_out_of_range_is_refused(bad: float) -> None:
+    with pytest.raises(ValidationError, match="layer_host_s"):
+        framework_preset("deepspeed").replace(layer_host_s=bad)
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, 2.5, math.nan, math.inf])

@@ -30,7 +30,12 @@ RECOMPUTE = {0.0: Recompute.NONE, 1.0: Recompute.SELECTIVE, 2.0: Recompute.FULL}
 
 
 def _scenario(
-    model: ModelSpec, cluster: ClusterSpec, gb: int, row: dict[str, float], fidelity: Fidelity
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gb: int,
+    row: dict[str, float],
+    fidelity: Fidelity,
+    framework: str = "megatron-lm",
 ) -> Scenario:
     return Scenario(
         model,
@@ -38,6 +43,7 @@ def _scenario(
             global_batch_size=gb,
             micro_batch_size=int(row["b"]),
             recompute=RECOMPUTE[row["recompute"]],
+            framework=framework,
         ),
         LayoutSpec(
             pipeline=int(row["p"]),
@@ -55,10 +61,23 @@ def _scenario(
     )
 
 
-@pytest.mark.parametrize("fidelity", [Fidelity.PAPER, Fidelity.DETAILED])
+@pytest.mark.parametrize(
+    ("fidelity", "framework"),
+    [
+        (Fidelity.PAPER, "megatron-lm"),
+        (Fidelity.DETAILED, "megatron-lm"),
+        # the host time every layer adds (layer_host_s), a third more where recompute is full
+        (Fidelity.DETAILED, "deepspeed"),
+    ],
+)
 def test_vectorised_sweep_equals_single_estimates_bit_for_bit(
-    gpt3: ModelSpec, training: TrainingSpec, cluster: ClusterSpec, fidelity: Fidelity
+    gpt3: ModelSpec,
+    training: TrainingSpec,
+    cluster: ClusterSpec,
+    fidelity: Fidelity,
+    framework: str,
 ) -> None:
+    training = dataclasses.replace(training, framework=framework)
     layouts = enumerate_layouts(gpt3, training, 1536, zero_stages=(0, 1, 2, 3))
     rng = np.random.default_rng(7)
     cols = dict(layouts.columns)
@@ -69,7 +88,7 @@ def test_vectorised_sweep_equals_single_estimates_bit_for_bit(
     sweep = evaluate_layouts(gpt3, training, cluster, layouts, fidelity=fidelity)
     for i in rng.choice(len(layouts), 300, replace=False):
         row = {k: v[i] for k, v in layouts.columns.items()}
-        single = estimate(_scenario(gpt3, cluster, 1536, row, fidelity))
+        single = estimate(_scenario(gpt3, cluster, 1536, row, fidelity, framework))
         for name in TERMS:
             assert single.breakdown.as_dict()[name] == sweep.terms[name][i], (name, row)
         assert single.iteration_time_s == sweep.iteration_s[i]

@@ -20,7 +20,8 @@ from estimator.calibrated import (
 from estimator.engine import estimate
 from estimator.errors import ValidationError
 from estimator.frameworks import (
-    DEEPSPEED_COMPUTE_EFFICIENCY,
+    DEEPSPEED_LAYER_HOST_S,
+    FRAMEWORK_NAMES,
     MEGATRON_MOE_LAYER_HOST_S,
     TRAINER_KINDS,
     framework_preset,
@@ -114,10 +115,11 @@ def test_the_nominal_profiles_carry_todays_fit(report: ValidationReport) -> None
     assert FITTED_COMPUTE["h100"].fp8_utilization == pytest.approx(
         report.fit["fp8_utilization"], abs=5e-5
     )
-    deepspeed = report.fit["deepspeed_compute_efficiency"]
-    assert abs(deepspeed - DEEPSPEED_COMPUTE_EFFICIENCY) <= 5e-5
+    assert abs(report.fit["deepspeed_layer_host_s"] - DEEPSPEED_LAYER_HOST_S) <= 5e-7
     for name in ("deepspeed", "deepspeed-2021"):
-        assert framework_preset(name).compute_efficiency == DEEPSPEED_COMPUTE_EFFICIENCY
+        assert framework_preset(name).layer_host_s == DEEPSPEED_LAYER_HOST_S
+    for name in FRAMEWORK_NAMES:  # no preset carries an unexplained compute speed any more
+        assert framework_preset(name).compute_efficiency == 1.0
     assert abs(report.fit["moe_layer_host_s"] - MEGATRON_MOE_LAYER_HOST_S) <= 5e-7
     for name in ("megatron-lm", "nemo"):
         assert framework_preset(name).moe_layer_host_s == MEGATRON_MOE_LAYER_HOST_S
@@ -150,13 +152,17 @@ DGXC_DENSE_MEAN_PCT = 3.5
 # presets' compute speed is fitted (bloom_sweep); 26.2 % since DeepSpeed 2021's Python loop over
 # the ranks before each gather is priced (zero3_rank_loop); 14.6 % since PyTorch's per-rank
 # copies of a list collective cost at least a kernel launch each; 15.7 % since misaligned
-# attention heads run on CUDA cores (the refitted DeepSpeed compute speed is faster). A guard,
-# not a target.
-SC21_T2_ZERO3_175B_MAX_PCT = 16.0
-# SC21, all 22 rows: issue 11's per-family target 8 %; 6.77 % today (10.3 % before the DeepSpeed
+# attention heads run on CUDA cores (the refitted DeepSpeed compute speed is faster); 19.7 %
+# since the DeepSpeed presets' fitted compute speed gave way to their fitted host time per layer
+# (layer_host_s: these runs have one micro-batch, so it adds about 1 s, where the compute speed
+# slowed all of their compute by 11 %). A guard, not a target.
+SC21_T2_ZERO3_175B_MAX_PCT = 20.0
+# SC21, all 22 rows: issue 11's per-family target 8 %; 6.77 % (10.3 % before the DeepSpeed
 # presets' compute speed and the ZeRO-3 rank loop, 7.69 % before the per-rank copy launches,
-# 6.44 % before misaligned attention heads were priced on CUDA cores).
-SC21_ALL_MEAN_PCT = 7.0
+# 6.44 % before misaligned attention heads were priced on CUDA cores); 8.14 % since that compute
+# speed gave way to a host time per layer and micro-batch (the six ZeRO-3 rows, see above):
+# the target is missed.
+SC21_ALL_MEAN_PCT = 8.2
 # torchtitan H100 benchmarks (Grand Teton H100s, op-level SAC, forward-only async TP, float8
 # TP, the hosts' peak fitted on the FSDP-only runs): mean. 6.40 % -> 6.75 % since full recompute
 # stops before FC2 and its output's TP collective (recompute_early_stop, what torchtitan ran).
@@ -205,8 +211,12 @@ DGXC_MOE_MEAN_PCT = 7.5
 # Megatron-FSDP, 5 of 32 layers replayed), excluded for it, is scored (+10.4 %); 6.16 % since FP8
 # current scaling's per-expert quantize launches are added to an eager MoE layer's host time
 # (Transformer Engine GroupedLinear; Megatron-Bridge's FP8 Qwen3-30B-A3B rows -14 to -7 % ->
-# -10 to +1 %, 26.02 -47 % -> -43 %).
-ALL_ROWS_MEAN_PCT = 6.2
+# -10 to +1 %, 26.02 -47 % -> -43 %); 5.85 % since the DeepSpeed presets' fitted compute speed
+# (a shortfall with no mechanism named) gave way to a fitted host time per layer and micro-batch
+# (layer_host_s; BigScience's sweep 5.88 % -> 2.38 % held out, MT-NLG 6.26 % -> 2.39 %, BLOOM's
+# production rows +3.1 % -> +0.4 % and -24.1 % -> -25.8 %, the SC21 ZeRO-3 rows 3.7-38.0 % ->
+# 11.1-40.2 % too fast).
+ALL_ROWS_MEAN_PCT = 5.9
 # Megatron-Bridge's H100 tables (Llama 3 70B, Llama 3.1 405B, Qwen3-30B-A3B, Qwen3-235B-A22B):
 # issue 11's per-family target 8 % is missed, 18.50 % today (14.25 % before the flex dispatcher
 # moved the FP8 PP 1 Qwen3-30B rows from +10 % to -36 %): the Llama rows are within 9.3 %
@@ -234,15 +244,18 @@ TRAINY_H200_MEAN_PCT = 5.0
 # the layer it replays; 18.4 % since.
 MEMORY_MEAN_PCT = 20.0
 # MT-NLG 530B (Megatron-DeepSpeed on Selene, 2021): predicted by the compute speed fitted on
-# BigScience's 2022 sweep on Jean Zay (another team, cluster and year): issue 11's per-family
+# BigScience's 2022 sweep on Jean Zay (another team, cluster and year; since this round its
+# host time per layer and micro-batch): issue 11's per-family
 # target 8 %; 6.32 % today (15.6 % before that constant; 4.27 % before misaligned attention heads
 # were priced on CUDA cores: the sweep's four head-dim-150 rows no longer pull the fitted speed
-# down, so these runs, predicted too fast, are predicted faster still).
-MTNLG_MEAN_PCT = 6.5
+# down, so these runs, predicted too fast, are predicted faster still); 2.39 % since the sweep
+# fits a host time per layer and micro-batch instead of a compute speed (-0.6 to -4.7 %).
+MTNLG_MEAN_PCT = 2.5
 # BigScience BLOOM (production rows and the scored prequel sweep): issue 11's per-family target
 # 8 %; 6.59 % today (10.49 % before attention's batched GEMMs ran on CUDA cores for the sweep's
-# head dim 150: 300-byte rows, not 16-byte aligned).
-BLOOM_MEAN_PCT = 7.0
+# head dim 150: 300-byte rows, not 16-byte aligned); 3.32 % since the DeepSpeed presets carry a
+# host time per layer and micro-batch instead of a compute speed.
+BLOOM_MEAN_PCT = 3.5
 
 
 def test_megatron_bridge_rows_dense_within_target_fine_grained_moe_named(
@@ -334,12 +347,14 @@ def test_published_peak_memory_is_listed_against_the_engines(
     assert '"memory"' in report.to_json()
 
 
-def test_deepspeed_compute_speed_is_fitted_on_the_bloom_sweep_and_predicts_the_other_teams(
+def test_deepspeed_layer_host_time_is_fitted_on_the_bloom_sweep_and_predicts_the_other_teams(
     report: ValidationReport, runs: list[PublishedRun]
 ) -> None:
     # Fitted on BigScience's February 2022 sweep only; BLOOM's production runs, MT-NLG and the
-    # SC21 ZeRO-3 runs are DeepSpeed rows the fit never saw.
-    assert 0.05 < report.fit["deepspeed_compute_efficiency"] < 1.0
+    # SC21 ZeRO-3 runs are DeepSpeed rows the fit never saw. A few milliseconds per layer and
+    # micro-batch: the host's share of a layer, not a second compute speed.
+    assert 0.001 < report.fit["deepspeed_layer_host_s"] < 0.05
+    assert "deepspeed_compute_efficiency" not in report.fit
     family = next(f for f in TRAINING if f.name == "bloom_sweep")
     sweep = {r.id for r in runs if family.contains(r)}
     assert len(sweep) == 21
@@ -395,7 +410,9 @@ def test_moe_host_time_is_fitted_on_the_eager_bf16_recipe_and_predicts_the_other
         scenario = fitted_scenario(run, report.fit)
         graphed = scenario.training.software.cuda_graphs
         host_s = estimate(scenario).breakdown.host_s
-        if not run.scenario_inputs[0].is_moe or graphed:
+        if is_deepspeed(run):
+            assert host_s > 0.0, row.id  # every layer's host time (layer_host_s), MoE or not
+        elif not run.scenario_inputs[0].is_moe or graphed:
             assert host_s == 0.0, row.id
     # The card's runs captured router and preprocessing in CUDA graphs: not floored.
     cards = [r for r in runs if r.source == "megatron_bridge_cards"]
@@ -611,8 +628,10 @@ HEAD_COUNT_PAIRS = (
     ("bloomprequel_0226_78x13824_a96_d8t8p6_m4", "bloomprequel_0226_78x13824_a128_d8t8p6_m4"),
 )
 # Measured slowdowns 1.30-1.40x; the engine, pricing the misaligned batched GEMMs at u x the
-# A100's FP32 CUDA-core rate, predicts 1.26-1.30x: within 8 % of each measured ratio.
-HEAD_PAIR_RATIO_TOLERANCE = 0.08
+# A100's FP32 CUDA-core rate, predicted 1.26-1.30x, within 8 % of each measured ratio; 1.23-1.28x
+# (5.5-8.3 % under) since the DeepSpeed presets carry a host time per layer and micro-batch,
+# which both rows of a pair pay alike.
+HEAD_PAIR_RATIO_TOLERANCE = 0.09
 
 
 def _unexcluded(ids: set[str]) -> list[PublishedRun]:
