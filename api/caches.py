@@ -204,6 +204,9 @@ class ProfileSource:
             result = work(snapshot)
         except Exception as exc:  # kept until the answer says whether this snapshot counts
             error = exc
+        except BaseException:
+            asking.cancel()  # nobody will read the answer
+            raise
         if await asking != seen:
             return None  # a commit since the snapshot was read: whatever work gave is dropped
         if error is not None:

@@ -230,6 +230,29 @@ def test_work_done_while_a_commit_lands_is_dropped_and_its_error_too() -> None:
     assert asyncio.run(source.answer("p", refused)) is None
 
 
+def test_work_stopped_by_a_base_exception_leaves_no_question_pending() -> None:
+    class Stop(BaseException):
+        pass
+
+    signal = FarCommits()
+    source, snapshots = _source(signal)
+    snapshots.put("p", _snapshot("p"), token=snapshots.token("p"))
+    left: list[asyncio.Task[Any]] = []
+
+    def stopped(_snapshot: ProfileSnapshot) -> str:
+        left.extend(t for t in asyncio.all_tasks() if t is not asyncio.current_task())
+        raise Stop
+
+    async def run() -> None:
+        with pytest.raises(Stop):
+            await source.answer("p", stopped)
+        assert left and all(t.cancelling() or t.cancelled() or t.done() for t in left)
+        await asyncio.sleep(0)
+        assert all(t.done() for t in left)  # the question was cancelled, not left running
+
+    asyncio.run(run())
+
+
 def test_no_snapshot_at_hand_asks_nothing() -> None:
     signal = FarCommits()
     source, _snapshots = _source(signal)
