@@ -189,7 +189,7 @@ class ProfileSource:
         asking first and working after would give, sooner by the wait it hides.
         """
         snapshots = self._snapshots
-        held = None if snapshots is None else snapshots.held(name)
+        held = snapshots.held(name) if snapshots is not None else None
         if snapshots is None or held is None:
             return None
         snapshot, seen = held

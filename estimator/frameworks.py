@@ -269,9 +269,10 @@ DEEPSPEED_LAYER_HOST_S = 0.007327
 # "moe_eager_host" (Megatron-LM's Qwen3-30B-A3B BF16 recipe, no CUDA graphs); a test checks it
 # equals what the report fits today.
 MEGATRON_MOE_LAYER_HOST_S = 0.007742
-# Of a layer's host time, the forward pass's share (a full replay issues it again): a third, as
-# its GEMMs are (the backward issues the input- and weight-gradient GEMMs).
-MOE_HOST_FORWARD_SHARE = 1.0 / 3.0
+# Of a layer's host time (moe_layer_host_s, layer_host_s), the forward pass's share (a full replay
+# issues it again): a third, as its GEMMs are (the backward issues the input- and weight-gradient
+# GEMMs).
+HOST_FORWARD_SHARE = 1.0 / 3.0
 # Fused Adam (28 B), master-to-model copy (6 B), clipping norm (4 B), zeroing (4 B): see above.
 ADAM_BYTES_PER_PARAMETER = 42.0
 # FP16 only: unscale the gradient by the loss scale and check it for inf/NaN (read + write 4 B).

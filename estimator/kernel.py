@@ -59,8 +59,8 @@ from estimator.frameworks import (
     FP8_EXPERT_TENSORS_BACKWARD,
     FP8_EXPERT_TENSORS_FORWARD,
     FP16_UNSCALE_BYTES,
+    HOST_FORWARD_SHARE,
     KERNEL_LAUNCH_S,
-    MOE_HOST_FORWARD_SHARE,
     ZERO3_LIST_VIEW_COPIES,
     ZERO3_LIST_ZERO_FILL,
 )
@@ -1203,7 +1203,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     if host_floor:
         moe_comp = moe_fwd + moe_bwd + moe_replay
         moe_busy = moe_comp + tp_exposed_layer + cp_exposed_layer + ep_layer / moe_frac
-        host_s = fw.moe_layer_host_s * (1.0 + full * MOE_HOST_FORWARD_SHARE)
+        host_s = fw.moe_layer_host_s * (1.0 + full * HOST_FORWARD_SHARE)
         if fw.fp8_current_scaling and training.precision is _FP8:
             # Each local expert's GEMM inputs (again in a replay) and output gradients quantized
             # by kernels of their own (Framework.fp8_current_scaling; TE GroupedLinear).
@@ -1212,12 +1212,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             host_s = host_s + launches * KERNEL_LAUNCH_S
         host_layer = moe_frac * _max(host_s - moe_busy, 0.0)
         # The data-parallel stream keeps running while the GPU waits.
-        stall_fwd = stall_fwd + MOE_HOST_FORWARD_SHARE * host_layer
-        stall_bwd = stall_bwd + (1.0 - MOE_HOST_FORWARD_SHARE) * host_layer
+        stall_fwd = stall_fwd + HOST_FORWARD_SHARE * host_layer
+        stall_bwd = stall_bwd + (1.0 - HOST_FORWARD_SHARE) * host_layer
     # Host time every layer adds per micro-batch (Framework.layer_host_s: the GPU waits on the
     # host; a full replay issues the forward again). Not in the DP windows below.
     layer_host: Num = (
-        fw.layer_host_s * (1.0 + full * MOE_HOST_FORWARD_SHARE) if fw.layer_host_s else 0.0
+        fw.layer_host_s * (1.0 + full * HOST_FORWARD_SHARE) if fw.layer_host_s else 0.0
     )
     host_priced = host_floor or bool(fw.layer_host_s)
     window_fwd = layer_fwd + stall_fwd

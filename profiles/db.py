@@ -383,6 +383,9 @@ class _RevisionReader:
     _STATEMENT = b"commest_revision"
 
     def __init__(self, connection: Any, loop: asyncio.AbstractEventLoop) -> None:
+        from psycopg import pq
+
+        self._tuples_ok = pq.ExecStatus.TUPLES_OK
         self._connection = connection  # keeps psycopg's object (and so the socket) alive
         self._pgconn = connection.pgconn
         self._pgconn.nonblocking = 1
@@ -422,8 +425,7 @@ class _RevisionReader:
 
     async def ask(self, name: str) -> bytes | None:
         """The revision of the profile ``name``, None if there is no such profile."""
-        import psycopg
-        from psycopg import pq
+        import psycopg  # imported by open() already: a lookup
 
         pgconn = self._pgconn
         if self._lost is not None:
@@ -439,7 +441,7 @@ class _RevisionReader:
         value: bytes | None = None
         failed = ""
         while (result := pgconn.get_result()) is not None:
-            if result.status != pq.ExecStatus.TUPLES_OK:
+            if result.status != self._tuples_ok:
                 failed = (result.error_message or b"").decode(errors="replace")
             elif result.ntuples:
                 value = result.get_value(0, 0)

@@ -58,9 +58,9 @@ from estimator.frameworks import (
     FP8_EXPERT_TENSORS_BACKWARD,
     FP8_EXPERT_TENSORS_FORWARD,
     FRAMEWORK_PRESETS,
+    HOST_FORWARD_SHARE,
     KERNEL_LAUNCH_S,
     MEGATRON_MOE_LAYER_HOST_S,
-    MOE_HOST_FORWARD_SHARE,
     Framework,
     framework_preset,
 )
@@ -1420,7 +1420,7 @@ def test_layer_host_time_adds_to_every_layer_of_every_micro_batch_slot(
 
     without, with_host = run(fw), run(fw.replace(layer_host_s=host_s))
     m, p, layers = 1536 // 24, 8, 96 // 8
-    replay = 1.0 + (MOE_HOST_FORWARD_SHARE if recompute is Recompute.FULL else 0.0)
+    replay = 1.0 + (HOST_FORWARD_SHARE if recompute is Recompute.FULL else 0.0)
     slot_s = layers * host_s * replay
     assert without.breakdown.host_s == 0.0
     assert with_host.breakdown.host_s == pytest.approx(m * slot_s, rel=1e-9)
@@ -2062,7 +2062,7 @@ def test_an_eager_moe_layer_takes_at_least_the_hosts_time() -> None:
     full = _qwen_eager(nemo.replace(moe_layer_host_s=0.05), Recompute.FULL)
     full_more = _qwen_eager(nemo.replace(moe_layer_host_s=0.06), Recompute.FULL)
     assert full_more.iteration_time_s - full.iteration_time_s == pytest.approx(
-        m * layers * 0.01 * (1.0 + MOE_HOST_FORWARD_SHARE), rel=1e-9
+        m * layers * 0.01 * (1.0 + HOST_FORWARD_SHARE), rel=1e-9
     )
     # Dense layers are not floored.
     llama = _qwen_eager(

@@ -13,7 +13,7 @@ from collections.abc import Hashable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, make_url, select, text
+from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -151,6 +151,13 @@ def test_each_database_has_its_change_signal() -> None:
     assert isinstance(change_signal("sqlite:////tmp/x.sqlite3"), SqliteCommits)
 
 
+def _made_revision(db_sessions: sessionmaker[Session]) -> str | None:
+    """The committed revision of the profile "lab", made first (``_make``)."""
+    _make(db_sessions)
+    with db_sessions() as session:
+        return session.scalar(select(Profile.revision).where(Profile.name == "lab"))
+
+
 def test_postgres_revisions_are_the_committed_ones(
     db_url: str, db_sessions: sessionmaker[Session]
 ) -> None:
@@ -166,9 +173,7 @@ def test_postgres_revisions_are_the_committed_ones(
 
     try:
         assert both("lab") is None
-        _make(db_sessions)
-        with db_sessions() as session:
-            committed = session.scalar(select(Profile.revision).where(Profile.name == "lab"))
+        committed = _made_revision(db_sessions)
         assert both("lab") == committed
         with held_write(lambda: transaction(db_sessions), _describe):
             assert both("lab") == committed  # not committed yet
@@ -186,16 +191,13 @@ def test_postgres_revisions_after_a_lost_connection_match_nothing_then_reconnect
 
     signal = change_signal(db_url)
     assert isinstance(signal, PostgresRevisions)
-    _make(db_sessions)
-    with db_sessions() as session:
-        committed = session.scalar(select(Profile.revision).where(Profile.name == "lab"))
-    conninfo = make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    committed = _made_revision(db_sessions)
 
     async def lose_it() -> list[Hashable]:
         tokens = [await signal.token_async("lab")]
         reader = signal._async_connection
         assert reader is not None
-        with psycopg.connect(conninfo, autocommit=True) as admin:
+        with psycopg.connect(signal._conninfo, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (reader._pgconn.backend_pid,))
         await asyncio.sleep(0.05)  # the server's goodbye arrives while nothing is asked
         tokens.append(await signal.token_async("lab"))
