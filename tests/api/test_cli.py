@@ -714,7 +714,7 @@ def test_validate_lists_the_rows_asked_for_worst_first(env: Path) -> None:
     result = run("validate", "--source", "megatron_bridge_perf", "--kind", "fp8", "--sort", "error")
     assert result.exit_code == 0, result.stderr
     listed = [line.split() for line in result.stdout.splitlines() if line.startswith("mbridge")]
-    assert len(listed) == 21 and {row[1] for row in listed} == {"megatron_bridge_perf"}
+    assert len(listed) == 19 and {row[1] for row in listed} == {"megatron_bridge_perf"}
     errors = [abs(float(row[-1])) for row in listed]
     assert errors == sorted(errors, reverse=True)
     assert "source megatron_bridge_perf; kind fp8" in result.stdout

@@ -305,7 +305,7 @@ def test_answers_carry_the_accuracy_of_their_own_models_published_runs(
         "misses_target": True,
         "model": "qwen3-30b-a3b",
     }
-    assert any("the 10 of this model (qwen3-30b-a3b)" in a for a in body["assumptions"])
+    assert any("the 8 of this model (qwen3-30b-a3b)" in a for a in body["assumptions"])
     unseen = {**qwen, "model": {"preset": "mixtral-8x7b"}}
     answer = client.post("/v1/estimates", json=unseen).json()
     assert answer["validated"] is not None and answer["validated"]["same_model"] is None

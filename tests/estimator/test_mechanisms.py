@@ -1733,7 +1733,7 @@ def test_fine_grained_moe_estimates_say_how_far_such_runs_were_off() -> None:
     kind_low, kind_high = qwen.validated.measured_range_s(t)
     low, high = qwen.iteration_time_range_s or (0.0, 0.0)
     assert low == min(kind_low, t / (1 + acc.max_error_pct / 100))
-    assert high == t / (1 + acc.min_error_pct / 100) > 2.5 * t > kind_high
+    assert high == t / (1 + acc.min_error_pct / 100) > kind_high
     assert coarse.iteration_time_range_s == coarse.validated.measured_range_s(
         coarse.iteration_time_s
     )

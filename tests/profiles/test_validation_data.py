@@ -359,7 +359,8 @@ def test_qwen3_rows_printed_flops_per_token_need_its_wide_heads() -> None:
         r
         for r in RUNS
         if r["model"] == "qwen3-30b-a3b"
-        and not r["exclude_reason"]
+        # the two figures excluded as a regression (issue #1998) still print the model's FLOPs
+        and (not r["exclude_reason"] or "#1998" in r["exclude_reason"])
         and r["source"].startswith("megatron_bridge")
     ]
     assert len(rows) == 9

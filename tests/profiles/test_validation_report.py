@@ -215,8 +215,10 @@ DGXC_MOE_MEAN_PCT = 7.5
 # (a shortfall with no mechanism named) gave way to a fitted host time per layer and micro-batch
 # (layer_host_s; BigScience's sweep 5.88 % -> 2.38 % held out, MT-NLG 6.26 % -> 2.39 %, BLOOM's
 # production rows +3.1 % -> +0.4 % and -24.1 % -> -25.8 %, the SC21 ZeRO-3 rows 3.7-38.0 % ->
-# 11.1-40.2 % too fast).
-ALL_ROWS_MEAN_PCT = 5.9
+# 11.1-40.2 % too fast); 5.37 % on 189 since Megatron-Bridge 25.11's and 26.02's Qwen3-30B-A3B
+# rows (-61 %, -43 %) are excluded: the source's tracker records both figures as a 2x
+# performance regression, fixed in 26.02.01 (Megatron-Bridge issue #1998; SOURCES.md §5c).
+ALL_ROWS_MEAN_PCT = 5.4
 # Megatron-Bridge's H100 tables (Llama 3 70B, Llama 3.1 405B, Qwen3-30B-A3B, Qwen3-235B-A22B):
 # issue 11's per-family target 8 % is missed, 18.50 % today (14.25 % before the flex dispatcher
 # moved the FP8 PP 1 Qwen3-30B rows from +10 % to -36 %): the Llama rows are within 9.3 %
@@ -224,8 +226,10 @@ ALL_ROWS_MEAN_PCT = 5.9
 # the eager MoE layers' host time is a floor (30B's six -61 to -7 %); 12.85 % on 21 since
 # block recompute is priced and 25.11's Llama 3 8B row (5 of 32 layers replayed) is scored
 # (+10.4 %); 11.78 % since FP8 current scaling quantizes each local expert's tensors by kernels
-# of their own (the FP8 Qwen3-30B-A3B rows' host time).
-MBRIDGE_MEAN_PCT = 11.8
+# of their own (the FP8 Qwen3-30B-A3B rows' host time); 7.58 % on 19, within the target, since
+# the 25.11 and 26.02 Qwen3-30B-A3B figures, which the source's tracker records as a 2x
+# regression (issue #1998), are excluded.
+MBRIDGE_MEAN_PCT = 7.6
 # The Llama rows: 3.95 % -> 4.11 % since SwiGLU's three FFN-width tensors are counted; 4.73 %
 # on 10 since the Llama 3 8B row is scored.
 MBRIDGE_LLAMA_MEAN_PCT = 4.8
@@ -271,11 +275,23 @@ def test_megatron_bridge_rows_dense_within_target_fine_grained_moe_named(
     fine = report.by_kind["fine-grained moe"]
     errors = [r.error_pct for r in report.rows if "fine-grained moe" in r.kinds]
     acc = FINE_GRAINED_MOE_ACCURACY
-    assert acc.runs == fine.rows == 15
+    assert acc.runs == fine.rows == 13
     assert acc.mean_abs_error_pct == pytest.approx(fine.mean_abs_error_pct, abs=0.05)
     assert acc.mean_error_pct == pytest.approx(fine.mean_error_pct, abs=0.05)
     assert acc.min_error_pct == pytest.approx(min(errors), abs=0.05)
     assert acc.max_error_pct == pytest.approx(max(errors), abs=0.05)
+
+
+def test_figures_the_source_records_as_a_regression_are_excluded(
+    report: ValidationReport,
+) -> None:
+    # Megatron-Bridge issue #1998 (labels performance/release): Qwen3-30B-A3B on H100 and B200
+    # ran 2x slower in 25.11 than in 25.09; 26.02 still carries it, 26.02.01 has the fix.
+    reasons = {e.id: e.reason for e in report.excluded}
+    for regressed in ("mbridge2511_qwen3_30b_a3b_h100", "mbridge2602_qwen3_30b_a3b_h100"):
+        assert "regression" in reasons[regressed] and "#1998" in reasons[regressed]
+    # The same layout once the fix landed is scored like every other row.
+    assert "mbridge260201_qwen3_30b_a3b_h100" in {r.id for r in report.rows}
 
 
 def test_korthikanti_table5_out_of_sample(report: ValidationReport) -> None:
