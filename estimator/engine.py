@@ -31,6 +31,7 @@ from estimator.compute import (
 )
 from estimator.frameworks import (
     EAGER_OP_HOST_S,
+    EP_OVERLAP_HIDDEN_SHARE,
     FRAMEWORK_PRESETS,
     KERNEL_LAUNCH_S,
     trainer_kind,
@@ -532,9 +533,9 @@ _FINE_GRAINED_MOE_WARNING = (
     f"{FINE_GRAINED_MOE_ACCURACY.max_error_pct:+.0f} % off (mean |error| "
     f'{FINE_GRAINED_MOE_ACCURACY.mean_abs_error_pct:.0f} %, out of sample; README "Accuracy"); '
     "an eager layer's host time is a floor fitted on one BF16 run; the FP8 experts' per-expert "
-    "casts, the host time a partial CUDA-graph capture leaves and the all-to-alls' overlap with "
-    "compute are not modelled (one published layout's throughput moved by 77 % between two "
-    "releases)"
+    "casts' host work around each launch and the host time a partial CUDA-graph capture leaves "
+    "are not modelled, and an overlapped all-to-all hides one measured share of its time "
+    f"({EP_OVERLAP_HIDDEN_SHARE * 100:.2f} %), which the published runs do not pin down"
 )
 
 
@@ -964,7 +965,13 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
             "element-wise bytes per routed copy at the expert width, expert GEMMs of "
             f"ep·b·s·top_k/E tokens per local expert scaled by the load factor {load:g} "
             + ("(given)" if tr.moe_capacity_factor else "(balanced routing assumed)")
-            + "; 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer, exposed"
+            + "; 2 all-to-alls forward, 2 backward (+2 replayed) per MoE layer, "
+            + (
+                f"{EP_OVERLAP_HIDDEN_SHARE * 100:.2f} % of them hidden under another "
+                "micro-batch's compute (ep_comm_overlap)"
+                if tr.software.ep_comm_overlap and scenario.micro_batches > 1
+                else "exposed"
+            )
             + (
                 "; flex dispatcher (DeepEP, HybridEP): a token crosses to each remote node "
                 "holding one of its experts once (RDMA, to the rank at the same position) and "

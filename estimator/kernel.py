@@ -55,6 +55,7 @@ from estimator.frameworks import (
     BF16_OPTIMIZER_SHARD_EXCLUDED_BYTES,
     BF16_OPTIMIZER_WHOLE_BYTES,
     EAGER_OP_HOST_S,
+    EP_OVERLAP_HIDDEN_SHARE,
     FP8_CURRENT_SCALING_QUANTIZE_KERNELS,
     FP8_EXPERT_TENSORS_BACKWARD,
     FP8_EXPERT_TENSORS_FORWARD,
@@ -1044,6 +1045,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     nvlink_bytes: Num = 0.0
     ep_call: Num = 0.0  # one dispatch or combine, per MoE layer of the stage
     ep_layer: Num = 0.0
+    ep_link_layer: Num = 0.0
     if moe_frac:
         a2a_bytes = beta * b * (s / cp) * h * float(model.moe_top_k) / _where(sp, t, 1.0)
         if flex:
@@ -1055,6 +1057,14 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         # flex: the RDMA and NVLink legs run at once, the slower one sets the pace
         ep_call = moe_frac * _max(ep_a2a[1], ep_nvlink[1])
         ep_layer = (4.0 + 2.0 * full) * ep_call
+        ep_link_layer = ep_layer
+        if fw.ep_comm_overlap:
+            # Megatron-Core's EP overlap: one micro-batch's all-to-alls under another's compute,
+            # NVIDIA's measured share hidden (frameworks.EP_OVERLAP_HIDDEN_SHARE); one
+            # micro-batch has nothing to hide them under.
+            keep = 1.0 - EP_OVERLAP_HIDDEN_SHARE * _gt(ctx.m, 1.0)
+            ep_call = ep_call * keep
+            ep_layer = ep_layer * keep
 
     # PP: activation forward, gradient backward, per chunk; 1/t of it with scatter/gather or
     # SP, then an all-gather over the TP group (charged to pp: the pipeline waits on it).
@@ -1373,7 +1383,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         "pp": m * pp_link,
         "dp": m * dp_link_mb + reduce_link + gather_link,
         "embedding_sync": emb_sync_s,
-        "expert": m * layers_pace * ep_layer,
+        "expert": m * layers_pace * ep_link_layer,
     }
 
     # The critical stage's collectives, as the provider was asked (counts per micro-batch or

@@ -474,6 +474,8 @@ _FLAG_MAP: dict[str, tuple[str, ...]] = {
     # Transformer Engine's FP8 current scaling (Megatron-Bridge's fp8_cs recipes): each local
     # expert's tensors are quantized by kernels of their own.
     "fp8_current_scaling": ("fp8_current_scaling",),
+    # Megatron-Core's EP all-to-all overlap (Megatron-Bridge's moe_a2a_overlap).
+    "overlap_moe_expert_parallel_comm": ("ep_comm_overlap",),
 }
 # Published software choices (same column) that set a framework flag to a value.
 _VALUE_FLAG_MAP: dict[str, dict[str, str | bool]] = {

@@ -179,6 +179,7 @@ def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient)
         "layer_host_s": 0.004,
         "moe_layer_host_s": 0.02,
         "cuda_graphs": True,
+        "ep_comm_overlap": True,
     }
     response = client.post(
         "/v1/estimates",
@@ -212,6 +213,7 @@ def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient)
         {"moe_layer_host_s": 2},
         {"moe_layer_host_s": "slow"},
         {"cuda_graphs": "some"},
+        {"ep_comm_overlap": "partly"},
     ],
 )
 def test_a_bad_override_is_a_422(client: TestClient, overrides: dict[str, object]) -> None:

@@ -288,9 +288,10 @@ def test_expert_capacity_is_the_load_factor_only_when_padded_to_it() -> None:
 
 
 def test_performance_flags_commest_does_not_price_get_a_note_each() -> None:
-    """EP overlap, delayed weight gradients and block-scaled FP8 are recognised and each named
-    with what the estimate leaves out, not lumped with unknown flags; CUDA graphs, which the
-    estimate does price (they lift the eager MoE host floor), are named with what they do."""
+    """Delayed weight gradients and block-scaled FP8 are recognised and each named with what
+    the estimate leaves out, not lumped with unknown flags; CUDA graphs, which the estimate does
+    price (they lift the eager MoE host floor), are named with what they do; the EP overlap,
+    priced, is a framework flag and no note."""
     line = (
         MIXTRAL_SMALL
         + " --fp8-format hybrid --fp8-recipe blockwise --overlap-moe-expert-parallel-comm"
@@ -299,13 +300,12 @@ def test_performance_flags_commest_does_not_price_get_a_note_each() -> None:
     notes = parse_megatron_args(line, vocab_size=32000).notes
     for flag, says in (
         ("--fp8-recipe blockwise", "priced as per-tensor FP8"),
-        ("--overlap-moe-expert-parallel-comm", "priced exposed"),
         ("--delay-wgrad-compute", "priced where the backward pass runs them"),
         ("--cuda-graph-impl transformer_engine", "host time is not priced"),
     ):
         assert any(note.startswith(flag + ":") and says in note for note in notes), flag
-    assert not any("ignored" in note and "overlap-moe" in note for note in notes), (
-        "a recognised flag is not listed as ignored"
+    assert not any("overlap-moe" in note for note in notes), (
+        "a recognised, priced flag is neither listed as ignored nor noted"
     )
     # Off, or per-tensor FP8, says nothing.
     quiet = parse_megatron_args(
@@ -676,6 +676,20 @@ def test_block_recompute_of_part_of_each_stage_estimates_between_none_and_full(
         < _gpt3_seconds(client, full + "block --recompute-num-layers 2")
         < _gpt3_seconds(client, full + "uniform --recompute-num-layers 1")
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "overlapped"),
+    [(" --overlap-moe-expert-parallel-comm", True), ("", False)],
+)
+def test_the_ep_overlap_is_read_as_the_framework_flag(flags: str, overlapped: bool) -> None:
+    """--overlap-moe-expert-parallel-comm hides a measured share of the expert all-to-alls
+    under another micro-batch's compute (Framework.ep_comm_overlap); no note calls it
+    unmodelled."""
+    parsed = parse_megatron_args(QWEN3_30B + flags, vocab_size=151936)
+    overrides = parsed.request["training"].get("framework_overrides", {})
+    assert overrides.get("ep_comm_overlap", False) is overlapped
+    assert not any("overlap_moe_expert_parallel_comm" in n for n in parsed.notes)
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,7 @@ from estimator.frameworks import (
     ADAM_BYTES_PER_PARAMETER,
     DEEPSPEED_LAYER_HOST_S,
     EAGER_OP_HOST_S,
+    EP_OVERLAP_HIDDEN_SHARE,
     FP8_CURRENT_SCALING_QUANTIZE_KERNELS,
     FP8_EXPERT_TENSORS_BACKWARD,
     FP8_EXPERT_TENSORS_FORWARD,
@@ -2129,6 +2130,52 @@ def test_fp8_current_scaling_adds_each_local_experts_quantize_launches_to_the_ho
     )
     assert "more under FP8 current scaling" in current.assumptions[1]
     assert "FP8 current scaling" not in delayed.assumptions[1]
+
+
+def test_the_ep_overlap_hides_its_measured_share_of_the_all_to_alls() -> None:
+    """Megatron-Core's overlap_moe_expert_parallel_comm runs one micro-batch's dispatch and
+    combine under another's compute: the exposed expert time is the measured share less
+    (NVIDIA's Nsight, 36.55 %), the on-link time is unchanged, and one micro-batch hides
+    nothing."""
+    assert EP_OVERLAP_HIDDEN_SHARE == 0.3655
+    nemo = framework_preset("nemo").replace(moe_layer_host_s=0.0)  # no host floor
+    off = _qwen_eager(nemo)
+    on = _qwen_eager(nemo.replace(ep_comm_overlap=True))
+    assert off.breakdown.expert_s > 0.0
+    assert on.breakdown.expert_s == pytest.approx(
+        (1.0 - EP_OVERLAP_HIDDEN_SHARE) * off.breakdown.expert_s, rel=1e-12
+    )
+    assert on.link_s == off.link_s
+    hidden = EP_OVERLAP_HIDDEN_SHARE * off.breakdown.expert_s
+    saved = off.iteration_time_s - on.iteration_time_s
+    assert 0.0 < saved <= hidden * (1.0 + 1e-12)
+    assert on.breakdown.compute_s == off.breakdown.compute_s
+    assert "36.55 % of them hidden" in on.assumptions[1]
+    assert "hidden (NVIDIA" not in off.assumptions[1]
+    [moe_on] = [a for a in on.assumptions if a.startswith("MoE: ")]
+    [moe_off] = [a for a in off.assumptions if a.startswith("MoE: ")]
+    assert "36.55 % of them hidden under another micro-batch's compute" in moe_on
+    assert moe_off.endswith("per MoE layer, exposed") or "per MoE layer, exposed;" in moe_off
+
+    # One micro-batch per iteration: nothing to hide the all-to-alls under.
+    def single_micro_batch(fw: Framework) -> Estimate:
+        model = model_preset("qwen3-30b-a3b")
+        layout = LayoutSpec(pipeline=1, tensor=1, data=16, expert_parallel=8)
+        tr = TrainingSpec(global_batch_size=16, recompute=Recompute.NONE, framework=fw)
+        links = FixedBandwidth(tp_gbps=360.0, pp_gbps=45.0, dp_gbps=45.0, expert_gbps=300.0)
+        return estimate(Scenario(model, tr, layout, a100(links)))
+
+    alone_off = single_micro_batch(nemo)
+    alone_on = single_micro_batch(nemo.replace(ep_comm_overlap=True))
+    assert alone_on.micro_batches == 1
+    assert alone_on.iteration_time_s == alone_off.iteration_time_s
+    assert not any("of them hidden under" in a for a in alone_on.assumptions)
+    # Dense models have no all-to-alls to hide.
+    dense = dataclasses.replace(model_preset("qwen3-30b-a3b"), moe_num_experts=1, moe_top_k=1)
+    assert (
+        _qwen_eager(nemo.replace(ep_comm_overlap=True), model=dense).iteration_time_s
+        == _qwen_eager(nemo, model=dense).iteration_time_s
+    )
 
 
 @pytest.mark.parametrize("bad", [-0.001, 1.5, math.nan, math.inf])

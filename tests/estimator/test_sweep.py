@@ -23,6 +23,7 @@ from estimator import (
 )
 from estimator import sweep as sweep_module
 from estimator.errors import LimitError, ValidationError
+from estimator.frameworks import framework_preset
 from estimator.presets import model_preset
 from tests.estimator.conftest import PlacementBandwidth
 
@@ -256,6 +257,32 @@ def test_expert_parallel_sizes_are_swept_where_they_divide_d_cp_and_agree_bit_fo
         enumerate_layouts(moe, tr, 16, expert_parallel=(3,))
     with pytest.raises(ValidationError, match="MoE"):
         enumerate_layouts(model_preset("llama3-8b"), tr, 16, expert_parallel=(2,))
+
+
+def test_the_ep_overlap_agrees_between_sweep_and_single_estimate(cluster: ClusterSpec) -> None:
+    """Megatron-Core's EP all-to-all overlap (a measured share hidden where there are two or
+    more micro-batches) prices the same in both paths, bit for bit, one micro-batch included."""
+    moe = dataclasses.replace(model_preset("mixtral-8x7b"), num_layers=8)
+    overlapped = framework_preset("megatron-lm").replace(ep_comm_overlap=True)
+    tr = TrainingSpec(global_batch_size=16, framework=overlapped)
+    layouts = enumerate_layouts(moe, tr, 16, expert_parallel=(2, 4, 8))
+    sweep = evaluate_layouts(moe, tr, cluster, layouts)
+    b, d = layouts.columns["b"], layouts.columns["d"]
+    single_mb = np.flatnonzero(b * d == 16.0)
+    assert len(single_mb) > 0 and len(single_mb) < len(layouts)
+    picked = sorted(set(np.flatnonzero(layouts.columns["ep"] > 1.0)[::7]) | set(single_mb[:3]))
+    for i in picked:
+        row = {k: v[i] for k, v in layouts.columns.items()}
+        row |= {"sg": 1.0, "overlap_dp": 0.0, "overlap_tp": 0.0}
+        scenario = _scenario(moe, cluster, 16, row, Fidelity.DETAILED)
+        scenario = dataclasses.replace(
+            scenario,
+            training=dataclasses.replace(scenario.training, framework=overlapped),
+            layout=dataclasses.replace(scenario.layout, expert_parallel=int(row["ep"])),
+        )
+        single = estimate(scenario)
+        assert single.iteration_time_s == sweep.iteration_s[i], row
+        assert single.breakdown.expert_s == sweep.terms["expert"][i], row
 
 
 @pytest.mark.parametrize(

@@ -319,27 +319,37 @@ def test_the_request_read_is_an_estimate_requests_model_layout_and_training(name
 
 
 def test_a_logs_performance_settings_commest_does_not_price_are_noted_only_when_on() -> None:
-    """Megatron prints every argument: CUDA graphs off ("none"), no delayed weight gradients
-    and no capacity factor ("None") say nothing; the EP all-to-all overlap on is named."""
+    """Megatron prints every argument: CUDA graphs off ("none"), no capacity factor ("None")
+    and the EP overlap off say nothing; delayed weight gradients on are named, and the EP
+    all-to-all overlap on is read as the framework flag that prices it."""
     extra = (
         "  cuda_graph_impl ................................. none\n"
-        "  delay_wgrad_compute ............................. False\n"
+        "  delay_wgrad_compute ............................. True\n"
         "  moe_expert_capacity_factor ...................... None\n"
-        "  overlap_moe_expert_parallel_comm ................ True\n"
+        "  overlap_moe_expert_parallel_comm ................ {overlap}\n"
     )
-    text = _text(GPT2).replace(
-        "  num_layers ...................................... 24\n",
-        "  num_layers ...................................... 24\n" + extra,
-    )
-    assert text != _text(GPT2)
-    parsed = parse_training_log(text)
-    assert parsed.request == parse_training_log(_text(GPT2)).request
-    assert [n for n in parsed.notes if "overlap_moe_expert_parallel_comm" in n] == [
-        "overlap_moe_expert_parallel_comm: the expert all-to-all is priced exposed (its overlap "
-        "with another micro-batch's compute is not modelled; NVIDIA's Nsight of one "
-        "Qwen3-30B-A3B run found 36.6 % of its communication hidden with it)"
-    ]
-    assert not any("cuda_graph" in n or "delay_wgrad" in n or "capacity" in n for n in parsed.notes)
+
+    def parsed_with(overlap: bool) -> ParsedTrainingLog:
+        text = _text(GPT2).replace(
+            "  num_layers ...................................... 24\n",
+            "  num_layers ...................................... 24\n"
+            + extra.format(overlap=overlap),
+        )
+        assert text != _text(GPT2)
+        return parse_training_log(text)
+
+    plain = parse_training_log(_text(GPT2))
+    off, on = parsed_with(False), parsed_with(True)
+    assert off.request == plain.request
+    assert on.request["training"]["framework_overrides"] == {"ep_comm_overlap": True}
+    for parsed in (off, on):
+        assert [n for n in parsed.notes if "delay_wgrad_compute" in n] == [
+            "delay_wgrad_compute: the weight-gradient GEMMs are priced where the backward pass "
+            "runs them"
+        ]
+        assert not any(
+            "cuda_graph" in n or "capacity" in n or "overlap_moe" in n for n in parsed.notes
+        )
 
 
 @pytest.mark.parametrize(
