@@ -509,8 +509,9 @@ def _describe(fw: Framework) -> str:
             else ""
         )
         + (
-            f"; the expert all-to-alls overlap another micro-batch's compute, "
-            f"{EP_OVERLAP_HIDDEN_SHARE * 100:.2f} % of them hidden (NVIDIA's Nsight of one MoE run)"
+            "; with two or more micro-batches the expert all-to-alls overlap another micro-batch's "
+            f"compute, {EP_OVERLAP_HIDDEN_SHARE * 100:.2f} % of them hidden (NVIDIA's Nsight of "
+            "one MoE run)"
             if fw.ep_comm_overlap
             else ""
         )
