@@ -383,9 +383,11 @@ class _RevisionReader:
     _STATEMENT = b"commest_revision"
 
     def __init__(self, connection: Any, loop: asyncio.AbstractEventLoop) -> None:
+        import psycopg
         from psycopg import pq
 
         self._tuples_ok = pq.ExecStatus.TUPLES_OK
+        self._failure = psycopg.OperationalError  # looked up once, not on every question
         self._connection = connection  # keeps psycopg's object (and so the socket) alive
         self._pgconn = connection.pgconn
         self._pgconn.nonblocking = 1
@@ -425,11 +427,9 @@ class _RevisionReader:
 
     async def ask(self, name: str) -> bytes | None:
         """The revision of the profile ``name``, None if there is no such profile."""
-        import psycopg  # imported by open() already: a lookup
-
         pgconn = self._pgconn
         if self._lost is not None:
-            raise psycopg.OperationalError(f"the revision connection was lost: {self._lost}")
+            raise self._failure(f"the revision connection was lost: {self._lost}")
         pgconn.send_query_prepared(self._STATEMENT, [name.encode()])
         while pgconn.flush():  # 1: part of the question is still to be sent
             await asyncio.sleep(0)
@@ -446,7 +446,7 @@ class _RevisionReader:
             elif result.ntuples:
                 value = result.get_value(0, 0)
         if failed:
-            raise psycopg.OperationalError(f"reading a profile's revision failed: {failed}")
+            raise self._failure(f"reading a profile's revision failed: {failed}")
         return value
 
     def close(self) -> None:

@@ -158,13 +158,19 @@ def _made_revision(db_sessions: sessionmaker[Session]) -> str | None:
         return session.scalar(select(Profile.revision).where(Profile.name == "lab"))
 
 
+def _postgres_signal(db_url: str, sqlite_why: str) -> PostgresRevisions:
+    """The PostgreSQL change signal of the test database; skipped on SQLite (``sqlite_why``)."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip(sqlite_why)
+    signal = change_signal(db_url)
+    assert isinstance(signal, PostgresRevisions)
+    return signal
+
+
 def test_postgres_revisions_are_the_committed_ones(
     db_url: str, db_sessions: sessionmaker[Session]
 ) -> None:
-    if not db_url.startswith("postgresql"):
-        pytest.skip("SQLite's signal is PRAGMA data_version (tested above)")
-    signal = change_signal(db_url)
-    assert isinstance(signal, PostgresRevisions)
+    signal = _postgres_signal(db_url, "SQLite's signal is PRAGMA data_version (tested above)")
 
     def both(name: str) -> Hashable:
         sync, in_loop = signal.token(name), asyncio.run(signal.token_async(name))
@@ -185,12 +191,9 @@ def test_postgres_revisions_are_the_committed_ones(
 def test_postgres_revisions_after_a_lost_connection_match_nothing_then_reconnect(
     db_url: str, db_sessions: sessionmaker[Session]
 ) -> None:
-    if not db_url.startswith("postgresql"):
-        pytest.skip("SQLite's signal has no connection to lose")
+    signal = _postgres_signal(db_url, "SQLite's signal has no connection to lose")
     import psycopg
 
-    signal = change_signal(db_url)
-    assert isinstance(signal, PostgresRevisions)
     committed = _made_revision(db_sessions)
 
     async def lose_it() -> list[Hashable]:
