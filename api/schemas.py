@@ -396,6 +396,13 @@ class FrameworkOverridesIn(_In):
         "expert all-to-alls run hidden under another micro-batch's compute (NVIDIA's Nsight "
         "measurement; the on-link time is reported in full)",
     )
+    fp8_param_gather: bool | None = Field(
+        None,
+        description="in FP8 training the data-parallel parameter all-gather (distributed "
+        "optimizer, ZeRO-3/FSDP) moves FP8 weights, 1 byte each (Megatron's "
+        "--fp8-param-gather, NeMo's fp8_params, torchao's FSDP float8 all-gather); no effect "
+        "in 16-bit training",
+    )
     attention_kernel: Literal["fused", "flash2", "triton"] | None = Field(
         None,
         description="fused (TE/cuDNN, FlashAttention-3), flash2 (FlashAttention-2) or triton "

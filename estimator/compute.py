@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from estimator.bandwidth import Num
 from estimator.specs import ModelSpec
 
+# An FP8 element (E4M3/E5M2): one byte.
+FP8_BYTES = 1.0
 # Bytes/s a streaming kernel reaches of the datasheet HBM bandwidth (ours: STREAM-style copies
 # reach ~85-90 % on A100 and H100); used for work whose bytes are counted exactly (optimizer,
 # gradient accumulation, casts, cross-entropy, token permutation).
@@ -363,7 +365,7 @@ def layer_times(
     heads, dh = float(model.num_attention_heads), float(model.head_dim)
     tokens = b * s / cp  # M: tokens of this GPU's sequence shard
     fp8 = roof.fp8
-    lin_bytes = 1.0 if fp8 else beta
+    lin_bytes = FP8_BYTES if fp8 else beta
     lin_peak = roof.peak_flops
     lin_u = roof.linear_utilization
     hi_peak = roof.high_precision_peak

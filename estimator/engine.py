@@ -952,6 +952,11 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
                 )
                 + f"; gradient reduce-scatter {per_mb}",
             }[lay.zero_stage]
+            + (
+                "; the parameters gathered as FP8, 1 B each (fp8_param_gather)"
+                if fw.fp8_param_gather and tr.precision is Precision.FP8
+                else ""
+            )
         )
     if model.tied_embeddings and lay.pipeline > 1:
         out.append(

@@ -228,6 +228,12 @@ Sources, per flag (dates from the Megatron-LM git history):
   H100s (EP 16, HybridEP, BF16) found 36.55 % of the step's communication concurrent with GEMMs
   or attention with the overlap on and 0.11 % with it off. How much a layout can hide depends on
   its compute per micro-batch, which one measurement cannot say.
+- ``fp8_param_gather``: in FP8 training the parameters are kept as FP8 for the GEMMs and the
+  data-parallel parameter all-gather moves them as 1-byte elements: the distributed optimizer's
+  gather after the step (Megatron's ``--fp8-param-gather``, NeMo's ``fp8_params``; Transformer
+  Engine's ``fp8_model_init``) and ZeRO-3's per-layer gathers (torchao's
+  ``enable_fsdp_float8_all_gather``). Gradients stay 16-bit (or fp32). No effect in 16-bit
+  training.
 - ``optimizer_bytes_per_parameter``: HBM bytes the optimizer step moves per parameter it owns
   (ours, counted from Megatron's mixed-precision optimizer): fused Adam reads the fp32
   gradient, master weight, m and v (16 B) and writes master, m, v (12 B); copying the master
@@ -376,6 +382,7 @@ class Framework:
     cuda_graphs: bool = False
     fp8_current_scaling: bool = False
     ep_comm_overlap: bool = False
+    fp8_param_gather: bool = False
 
     def __post_init__(self) -> None:
         if self.fsdp_backward_prefetch not in BACKWARD_PREFETCH:

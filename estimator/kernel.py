@@ -29,6 +29,7 @@ from estimator.bandwidth import (
 from estimator.compute import (
     ATTENTION_WIDTH_SBH,
     FFN_WIDTH_SBH,
+    FP8_BYTES,
     LOGITS_PEAK_BYTES,
     Roofline,
     attention_efficiencies,
@@ -1109,9 +1110,11 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         expert_priced = pricer.time(_DP, op, expert_grp, expert_nodes, per_param * expert_n, needed)
         return [dense_priced, expert_priced]
 
+    # FP8 parameters (Framework.fp8_param_gather) are gathered as 1-byte elements.
+    beta_p = FP8_BYTES if fw.fp8_param_gather and roof.fp8 else beta
     dp_ar = dp_time(_ALL_REDUCE, beta_g, ar_once)
     dp_rs = dp_time(_REDUCE_SCATTER, beta_g, rs_once + rs_each)
-    dp_ag = dp_time(_ALL_GATHER, beta, z1 + z2_stage)
+    dp_ag = dp_time(_ALL_GATHER, beta_p, z1 + z2_stage)
     reduce_link = ar_once * (dp_ar[0][1] + dp_ar[1][1]) + rs_once * (dp_rs[0][1] + dp_rs[1][1])
     reduce_each = rs_each * (dp_rs[0][1] + dp_rs[1][1])  # ZeRO-2/3, every micro-batch
     gather_link = (z1 + z2_stage) * (dp_ag[0][1] + dp_ag[1][1])
@@ -1119,8 +1122,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # its replay where the framework re-gathers), its gradients reduce-scattered after.
     gathers = float(fw.zero3_gathers_per_layer)
     z3_unit = [
-        (layer_params * beta / gathers, dense_shard, dp_groups[0][2]),
-        (expert_layer * beta / gathers, expert_shard, dp_groups[1][2]),
+        (layer_params * beta_p / gathers, dense_shard, dp_groups[0][2]),
+        (expert_layer * beta_p / gathers, expert_shard, dp_groups[1][2]),
     ]
     # Gradients are reduce-scattered tensor by tensor (``gathers`` per layer, ``z3_unit``); with
     # a persistence threshold (DeepSpeed's ``stage3_param_persistence_threshold``) the small
@@ -1134,7 +1137,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         kept = [_ge(n, threshold) for n in sizes]
         n_ag = _max(sum(kept, start=0.0 * t), 1.0)
         gathered = sum((k * n for k, n in zip(kept, sizes, strict=True)), start=0.0 * t)
-        z3_ag_unit = [(gathered * beta / n_ag, dense_shard, dp_groups[0][2]), z3_unit[1]]
+        z3_ag_unit = [(gathered * beta_p / n_ag, dense_shard, dp_groups[0][2]), z3_unit[1]]
     z3_ag = [_NEVER, _NEVER]
     z3_rs = [_NEVER, _NEVER]
     z3_gather_layer: Num = 0.0  # before the forward pass (ZeRO-3 and FSDP's ZeRO-2)
@@ -1148,7 +1151,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             pricer.time(_DP, _ALL_GATHER, grp, nodes, n, per_layer) for n, grp, nodes in z3_ag_unit
         ]
         z3_rs = [
-            pricer.time(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta, per_layer * per_mb)
+            pricer.time(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta_p, per_layer * per_mb)
             for n, grp, nodes in z3_unit
         ]
         one_gather = n_ag * (z3_ag[0][1] + z3_ag[1][1])
@@ -1177,7 +1180,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             roof.stream_s(ZERO3_LIST_ZERO_FILL * n) + view_copies(n, grp)
             for n, grp, _ in z3_ag_unit
         )
-        around_r = sum(view_copies(n * beta_g / beta, grp) for n, grp, _ in z3_unit)
+        around_r = sum(view_copies(n * beta_g / beta_p, grp) for n, grp, _ in z3_unit)
     if any_z3 and fw.zero3_rank_loop:
         ranks = dense_shard + expert_shard if moe_frac else dense_shard
         around_g = around_g + ranks * EAGER_OP_HOST_S
@@ -1448,7 +1451,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         if rs_ is not _NEVER:
             rec(_DP, _REDUCE_SCATTER, grp, nodes, beta_g * n, rs_, rs_once + rs_each * m, False)
         if ag_ is not _NEVER:
-            rec(_DP, _ALL_GATHER, grp, nodes, beta * n, ag_, z1 + z2_stage, False)
+            rec(_DP, _ALL_GATHER, grp, nodes, beta_p * n, ag_, z1 + z2_stage, False)
     if any_z3:
         for (n, grp, nodes), (n_g, _, _), ag_, rs_ in zip(
             z3_unit, z3_ag_unit, z3_ag, z3_rs, strict=True
@@ -1458,7 +1461,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
                 rec(_DP, _ALL_GATHER, grp, nodes, n_g, ag_, calls, True)
             if rs_ is not _NEVER:
                 calls = per_layer * per_mb * gathers * layers_pace
-                rec(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta, rs_, calls, True)
+                rec(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta_p, rs_, calls, True)
     if emb_sync is not _NEVER:
         rec(
             _EMBEDDING_SYNC,

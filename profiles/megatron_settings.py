@@ -180,13 +180,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("grad_reduce_in_bf16", "bool", "bf16 gradient reduction"),
     Setting("accumulate_allreduce_grads_in_fp32", "bool", "fp32 gradient reduction"),
     Setting("fp8_recipe", "str", "fp8 scaling recipe"),
-    Setting(
-        "fp8_param_gather",
-        "bool",
-        "FP8 parameter all-gather",
-        unmodelled="the distributed optimizer's parameter all-gather is priced in 16-bit "
-        "elements (moving FP8 ones, half the bytes, is not modelled)",
-    ),
+    # FP8 training: the distributed optimizer gathers FP8 weights (Framework.fp8_param_gather)
+    Setting("fp8_param_gather", "bool", "FP8 parameter all-gather"),
     # CUDA graphs: captured MoE layers are not floored by the host (Framework.cuda_graphs)
     Setting("cuda_graph_impl", "str", "CUDA graph capture"),
     Setting("cuda_graph_scope", "str", "what CUDA graphs capture"),
@@ -584,6 +579,9 @@ def build_request(
     if precision == "fp8" and isinstance(recipe, str) and recipe.strip().lower() == "tensorwise":
         # Current scaling: each local expert's tensors quantized by kernels of their own.
         overrides["fp8_current_scaling"] = True
+    if precision == "fp8" and flag("fp8_param_gather"):
+        # The distributed optimizer's parameter all-gather moves 1-byte FP8 weights.
+        overrides["fp8_param_gather"] = True
     if flag("overlap_moe_expert_parallel_comm"):
         # A share of the expert all-to-alls hidden under another micro-batch's compute.
         overrides["ep_comm_overlap"] = True

@@ -476,6 +476,8 @@ _FLAG_MAP: dict[str, tuple[str, ...]] = {
     "fp8_current_scaling": ("fp8_current_scaling",),
     # Megatron-Core's EP all-to-all overlap (Megatron-Bridge's moe_a2a_overlap).
     "overlap_moe_expert_parallel_comm": ("ep_comm_overlap",),
+    # FP8 parameters gathered as FP8 (NeMo's fp8_params, Megatron's --fp8-param-gather).
+    "fp8_param_gather": ("fp8_param_gather",),
 }
 # Published software choices (same column) that set a framework flag to a value.
 _VALUE_FLAG_MAP: dict[str, dict[str, str | bool]] = {

@@ -180,6 +180,7 @@ def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient)
         "moe_layer_host_s": 0.02,
         "cuda_graphs": True,
         "ep_comm_overlap": True,
+        "fp8_param_gather": True,
     }
     response = client.post(
         "/v1/estimates",
@@ -214,6 +215,7 @@ def test_every_framework_flag_can_be_overridden_in_a_request(client: TestClient)
         {"moe_layer_host_s": "slow"},
         {"cuda_graphs": "some"},
         {"ep_comm_overlap": "partly"},
+        {"fp8_param_gather": "half"},
     ],
 )
 def test_a_bad_override_is_a_422(client: TestClient, overrides: dict[str, object]) -> None:

@@ -657,12 +657,22 @@ def test_context_parallel_communication_other_than_the_ring_is_named(
         assert "priced as the ring (p2p)" in notes[0]
 
 
-def test_fp8_param_gather_is_named_with_what_the_estimate_prices() -> None:
-    notes = parse_megatron_args(LLAMA3_8B_FP8, gpus=8).notes
-    assert any(
-        n.startswith("--fp8-param-gather:") and "priced in 16-bit elements" in n for n in notes
-    )
-    assert not any("--fp8-param-gather" in n for n in notes if n.startswith("ignored"))
+@pytest.mark.parametrize(
+    ("line", "gathered_fp8"),
+    [
+        (LLAMA3_8B_FP8, True),
+        (LLAMA3_8B_FP8.replace(" --fp8-param-gather", ""), False),
+        # no FP8 training: the weights stay 16-bit, so nothing is gathered as FP8
+        (LLAMA3_8B_FP8.replace("--fp8-format hybrid --fp8-amax-history-len 1024", ""), False),
+    ],
+)
+def test_fp8_param_gather_is_read_as_the_framework_flag(line: str, gathered_fp8: bool) -> None:
+    """--fp8-param-gather: the distributed optimizer gathers FP8 weights, 1 byte each
+    (Framework.fp8_param_gather); it is priced, so no note calls it unmodelled or ignored."""
+    parsed = parse_megatron_args(line, gpus=8)
+    overrides = parsed.request["training"].get("framework_overrides", {})
+    assert overrides.get("fp8_param_gather", False) is gathered_fp8
+    assert not any("--fp8-param-gather" in n for n in parsed.notes)
 
 
 def test_block_recompute_of_part_of_each_stage_estimates_between_none_and_full(

@@ -2182,3 +2182,32 @@ def test_the_ep_overlap_hides_its_measured_share_of_the_all_to_alls() -> None:
 def test_a_moe_host_time_out_of_range_is_refused(bad: float) -> None:
     with pytest.raises(ValidationError, match="moe_layer_host_s"):
         framework_preset("nemo").replace(moe_layer_host_s=bad)
+
+
+def test_fp8_param_gather_halves_the_parameter_all_gather_in_fp8_only(gpt3: ModelSpec) -> None:
+    # Megatron's --fp8-param-gather / NeMo's fp8_params (MLPerf Training GPT-3 v4.0-v4.1,
+    # Megatron-Bridge's FP8 presets): the distributed optimizer gathers 1-byte FP8 weights; the
+    # gradient reduce-scatter stays 16-bit. In 16-bit training the flag changes nothing.
+    layout = LayoutSpec(pipeline=8, tensor=4, data=48, zero_stage=1)
+    nemo = framework_preset("nemo")
+
+    def run(f: Framework, precision: Precision) -> Estimate:
+        tr = TrainingSpec(global_batch_size=1536, precision=precision, framework=f)
+        return estimate(Scenario(gpt3, tr, layout, a100(fp8_utilization=0.6)))
+
+    def dp_ops(e: Estimate) -> dict[Collective, float]:
+        return {c.op: c.size_bytes for c in e.collectives if c.kind is TrafficKind.DP}
+
+    on = run(nemo.replace(fp8_param_gather=True), Precision.FP8)
+    off = run(nemo, Precision.FP8)
+    assert dp_ops(on)[Collective.ALL_GATHER] == pytest.approx(
+        dp_ops(off)[Collective.ALL_GATHER] / 2.0, rel=1e-12
+    )
+    assert dp_ops(on)[Collective.REDUCE_SCATTER] == dp_ops(off)[Collective.REDUCE_SCATTER]
+    assert on.link_s["dp"] < off.link_s["dp"]
+    assert any("gathered as FP8" in a for a in on.assumptions)
+    assert not any("gathered as FP8" in a for a in off.assumptions)
+    bf16_on = run(nemo.replace(fp8_param_gather=True), Precision.BF16)
+    bf16_off = run(nemo, Precision.BF16)
+    assert bf16_on.iteration_time_s == bf16_off.iteration_time_s
+    assert dp_ops(bf16_on) == dp_ops(bf16_off)

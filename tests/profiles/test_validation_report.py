@@ -230,11 +230,12 @@ ALL_ROWS_MEAN_PCT = 5.3
 # (+10.4 %); 11.78 % since FP8 current scaling quantizes each local expert's tensors by kernels
 # of their own (the FP8 Qwen3-30B-A3B rows' host time); 7.58 % on 19, within the target, since
 # the 25.11 and 26.02 Qwen3-30B-A3B figures, which the source's tracker records as a 2x
-# regression (issue #1998), are excluded; 6.60 % since the EP overlap hides its measured share.
-MBRIDGE_MEAN_PCT = 6.7
+# regression (issue #1998), are excluded; 6.60 % since the EP overlap hides its measured share;
+# 6.70 % since the FP8 rows' stated fp8_param_gather gathers their weights as FP8.
+MBRIDGE_MEAN_PCT = 6.8
 # The Llama rows: 3.95 % -> 4.11 % since SwiGLU's three FFN-width tensors are counted; 4.73 %
-# on 10 since the Llama 3 8B row is scored.
-MBRIDGE_LLAMA_MEAN_PCT = 4.8
+# on 10 since the Llama 3 8B row is scored; 4.92 % since the FP8 parameter gather is priced.
+MBRIDGE_LLAMA_MEAN_PCT = 5.0
 # Megatron-Bridge's model verification card and performance skills (SOURCES.md §5d): three BF16
 # Qwen3-30B-A3B runs on 16 H100s (TP 1, EP 16, HybridEP): within issue 11's 8 %, 7.55 % (-12.6,
 # +2.9, +7.2 %) since the flex dispatcher's all-to-all crosses to the other node once per token
@@ -245,6 +246,11 @@ MBCARDS_MEAN_PCT = 5.8
 # Trainy's torchtitan runs on H200s (SOURCES.md §9; no constant is fitted on an H200, the
 # H100 family's are used): 3.73 % today (+4.65 %, +2.81 %).
 TRAINY_H200_MEAN_PCT = 5.0
+# MLPerf Training GPT-3 175B on H100 (SOURCES.md §10; nothing fitted on it, inclusion rule and
+# measurement fixed before scoring): 13 scored rows, 5.82 % as first scored (v3.1 +1.4 to
+# +2.5 %, Azure -0.7 %; v4.0/v4.1 -4.0 to +15.7 %), 4.33 % once fp8_params' FP8 parameter
+# gather is priced (v4.0's 10,752/11,616-GPU runs +15.7 % -> +6.5 %).
+MLPERF_GPT3_MEAN_PCT = 4.5
 # Peak memory per GPU against the 14 published figures (torchtitan's 2024 tables, Trainy's
 # H200 runs; the allocator's peak reservation): mean |error| 49 % while the logits were not
 # counted, op-level SAC was priced as Table 2's selective recompute and full recompute left out
@@ -344,6 +350,22 @@ def test_h200_runs_are_predicted_with_the_h100_familys_constants(report: Validat
     rows = [r for r in report.rows if r.source == "trainy_h200_torchtitan"]
     assert len(rows) == 2 and all(r.id not in r.fit_rows for r in rows)
     assert report.by_source["trainy_h200_torchtitan"].mean_abs_error_pct <= TRAINY_H200_MEAN_PCT
+
+
+def test_mlperf_gpt3_rows_are_scored_out_of_sample_within_the_family_target(
+    report: ValidationReport,
+) -> None:
+    """MLPerf Training GPT-3 175B on H100 (SOURCES.md §10): v3.1's seven and v4.0/v4.1's six
+    DGX-class results scored with the fit on the training subset only; v3.0 (flash-attn 1), v3.1's
+    eos_n64 (config not published) and Oracle's RoCE clusters are excluded with their reason."""
+    rows = [r for r in report.rows if r.source == "mlperf_training_gpt3"]
+    assert len(rows) == 13 and all(r.fitted_on == "training subset (all of it)" for r in rows)
+    assert report.by_source["mlperf_training_gpt3"].mean_abs_error_pct <= MLPERF_GPT3_MEAN_PCT
+    excluded = {e.id: e.reason for e in report.excluded if e.source == "mlperf_training_gpt3"}
+    assert len(excluded) == 8
+    assert all("flash-attn 1" in excluded[f"mlperf_v30_{s}"] for s in ("nvidia_n64", "nvidia_n96"))
+    assert "RoCE" in excluded["mlperf_v41_oracle_n192"]
+    assert "not in the repository" in excluded["mlperf_v31_nvidia_n64"]
 
 
 def test_published_peak_memory_is_listed_against_the_engines(
