@@ -1125,7 +1125,12 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
         (layer_params * beta_p / gathers, dense_shard, dp_groups[0][2]),
         (expert_layer * beta_p / gathers, expert_shard, dp_groups[1][2]),
     ]
-    # Gradients are reduce-scattered tensor by tensor (``gathers`` per layer, ``z3_unit``); with
+    # ... and the gradients' bytes of the same tensors, reduce-scattered one by one.
+    z3_rs_unit = [
+        (layer_params * beta_g / gathers, dense_shard, dp_groups[0][2]),
+        (expert_layer * beta_g / gathers, expert_shard, dp_groups[1][2]),
+    ]
+    # Gradients are reduce-scattered tensor by tensor (``gathers`` per layer, ``z3_rs_unit``); with
     # a persistence threshold (DeepSpeed's ``stage3_param_persistence_threshold``) the small
     # tensors stay gathered, so a dense layer's pass all-gathers only its larger tensors:
     # ``n_ag`` of them, ``z3_ag_unit`` bytes each on average (MoE layers: every tensor).
@@ -1151,8 +1156,8 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             pricer.time(_DP, _ALL_GATHER, grp, nodes, n, per_layer) for n, grp, nodes in z3_ag_unit
         ]
         z3_rs = [
-            pricer.time(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta_p, per_layer * per_mb)
-            for n, grp, nodes in z3_unit
+            pricer.time(_DP, _REDUCE_SCATTER, grp, nodes, n, per_layer * per_mb)
+            for n, grp, nodes in z3_rs_unit
         ]
         one_gather = n_ag * (z3_ag[0][1] + z3_ag[1][1])
         z3_gather_layer = per_layer * one_gather
@@ -1180,7 +1185,7 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             roof.stream_s(ZERO3_LIST_ZERO_FILL * n) + view_copies(n, grp)
             for n, grp, _ in z3_ag_unit
         )
-        around_r = sum(view_copies(n * beta_g / beta_p, grp) for n, grp, _ in z3_unit)
+        around_r = sum(view_copies(n, grp) for n, grp, _ in z3_rs_unit)
     if any_z3 and fw.zero3_rank_loop:
         ranks = dense_shard + expert_shard if moe_frac else dense_shard
         around_g = around_g + ranks * EAGER_OP_HOST_S
@@ -1454,14 +1459,14 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
             rec(_DP, _ALL_GATHER, grp, nodes, beta_p * n, ag_, z1 + z2_stage, False)
     if any_z3:
         for (n, grp, nodes), (n_g, _, _), ag_, rs_ in zip(
-            z3_unit, z3_ag_unit, z3_ag, z3_rs, strict=True
+            z3_rs_unit, z3_ag_unit, z3_ag, z3_rs, strict=True
         ):
             if ag_ is not _NEVER:
                 calls = n_ag * layers_pace * (per_layer + z3 * (1.0 + regather))
                 rec(_DP, _ALL_GATHER, grp, nodes, n_g, ag_, calls, True)
             if rs_ is not _NEVER:
                 calls = per_layer * per_mb * gathers * layers_pace
-                rec(_DP, _REDUCE_SCATTER, grp, nodes, n * beta_g / beta_p, rs_, calls, True)
+                rec(_DP, _REDUCE_SCATTER, grp, nodes, n, rs_, calls, True)
     if emb_sync is not _NEVER:
         rec(
             _EMBEDDING_SYNC,
