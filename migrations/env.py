@@ -68,6 +68,10 @@ def run_migrations_online() -> None:
                 target_metadata=target_metadata,
                 render_as_batch=sqlite,
                 compare_type=True,
+                # Alembic treats SQLite as non-transactional DDL and commits after each
+                # revision, which lets a second process in between with a stale head list.
+                # SQLite's DDL is transactional: one BEGIN IMMEDIATE for the whole run.
+                transactional_ddl=True,
             )
             with context.begin_transaction():
                 if connection.dialect.name == "postgresql":

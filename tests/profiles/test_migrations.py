@@ -13,7 +13,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Connection, Engine, event, inspect, text
 
 from api.settings import get_settings
 from profiles import repository as repo
@@ -93,6 +93,23 @@ def test_downgrade_to_base_drops_every_table_and_upgrade_restores_them(
 def test_concurrent_upgrades_in_threads_both_succeed(fresh_db_url: str) -> None:
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda _: upgrade_database(fresh_db_url), range(2)))
+    assert current_revision(fresh_db_url) == head_revision()
+
+
+def test_every_revision_lands_in_one_transaction(fresh_db_url: str) -> None:
+    # A commit between revisions lets a second process migrate with a stale head list
+    # (CI saw it add uploads' columns twice on SQLite); one transaction holds the lock.
+    commits: list[str] = []
+
+    def on_commit(connection: Connection) -> None:
+        commits.append(connection.dialect.name)
+
+    event.listen(Engine, "commit", on_commit)
+    try:
+        upgrade_database(fresh_db_url)
+    finally:
+        event.remove(Engine, "commit", on_commit)
+    assert len(commits) == 1, commits
     assert current_revision(fresh_db_url) == head_revision()
 
 
