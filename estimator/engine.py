@@ -532,7 +532,8 @@ _FINE_GRAINED_MOE_WARNING = (
     f"were predicted {FINE_GRAINED_MOE_ACCURACY.min_error_pct:+.0f} % to "
     f"{FINE_GRAINED_MOE_ACCURACY.max_error_pct:+.0f} % off (mean |error| "
     f'{FINE_GRAINED_MOE_ACCURACY.mean_abs_error_pct:.0f} %, out of sample; README "Accuracy"); '
-    "an eager layer's host time is a floor fitted on one BF16 run; the FP8 experts' per-expert "
+    "an eager layer's host time is a floor fitted on one such model's eager runs (Qwen3-30B-A3B, "
+    "BF16 and FP8); the FP8 experts' per-expert "
     "casts' host work around each launch and the host time a partial CUDA-graph capture leaves "
     "are not modelled, and an overlapped all-to-all hides one measured share of its time "
     f"({EP_OVERLAP_HIDDEN_SHARE * 100:.2f} %), which the published runs do not pin down"

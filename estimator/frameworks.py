@@ -206,8 +206,9 @@ Sources, per flag (dates from the Megatron-LM git history):
   dispatcher preprocessing were captured in CUDA graphs (Megatron-Bridge
   ``docs/training/cuda-graphs.md`` at 2f3ecca48, "Measured Results": 623 -> 484 ms, TP 2, PP 2,
   EP 4). The Megatron-Core presets carry ``MEGATRON_MOE_LAYER_HOST_S``, fitted by
-  ``commest validate`` on Megatron-LM's one eager BF16 fine-grained MoE recipe; a wide layer's
-  own work is longer than that and never meets the floor. 0: not priced.
+  ``commest validate`` on the eager MoE runs (Megatron-LM's BF16 Qwen3-30B-A3B recipe and
+  Megatron-Bridge's FP8 runs of that model); a wide layer's own work is longer than that and
+  never meets the floor. 0: not priced.
 - ``cuda_graphs``: the MoE layers' router and dispatcher preprocessing (or more: attention, the
   whole iteration) run as captured CUDA graphs (Megatron-Core ``cuda_graph_impl``), so
   ``moe_layer_host_s`` does not apply. A partial capture still leaves host work outside the
@@ -281,9 +282,9 @@ __all__ = [
 DEEPSPEED_LAYER_HOST_S = 0.007327
 # Host time of one eager Megatron-Core MoE layer, forward and backward, per micro-batch
 # (moe_layer_host_s above): fitted by `commest validate` on its declared training family
-# "moe_eager_host" (Megatron-LM's Qwen3-30B-A3B BF16 recipe, no CUDA graphs); a test checks it
-# equals what the report fits today.
-MEGATRON_MOE_LAYER_HOST_S = 0.007742
+# "moe_eager_host" (the eager MoE runs, no CUDA graphs; Qwen3-30B-A3B's inform it: Megatron-LM's
+# BF16 recipe and Megatron-Bridge's FP8 runs); a test checks it equals what the report fits today.
+MEGATRON_MOE_LAYER_HOST_S = 0.008241
 # Of a layer's host time (moe_layer_host_s, layer_host_s), the forward pass's share (a full replay
 # issues it again): a third, as its GEMMs are (the backward issues the input- and weight-gradient
 # GEMMs).

@@ -99,7 +99,11 @@ _FAMILY_RULES: dict[str, Callable[[PublishedRun], bool]] = {
         and r.scenario_inputs[2].context_parallel == 1
     ),
     "bloom_sweep": lambda r: r.source == "bigscience_bloom" and r.id.startswith("bloomprequel_"),
-    "moe_eager_host": lambda r: r.id == "mlmrecipe_qwen3_30b_a3b_h100_bf16_32g",
+    "moe_eager_host": lambda r: (
+        r.scenario_inputs[0].is_moe
+        and r.scenario_inputs[1].software.moe_layer_host_s > 0.0
+        and not r.scenario_inputs[1].software.cuda_graphs
+    ),
 }
 TRAINING: tuple[TrainingFamily, ...] = (
     TrainingFamily(
@@ -146,13 +150,15 @@ TRAINING: tuple[TrainingFamily, ...] = (
     TrainingFamily(
         "moe_eager_host",
         ("moe_layer_host_s",),
-        "Megatron-LM's MoE recipe index, Qwen3-30B-A3B in BF16 on 32 H100s (EP 8 inside each "
-        "node, HybridEP, no CUDA graphs): the one published eager BF16 run of a fine-grained "
-        "MoE with its whole recipe, whose layers run 8.2 ms a micro-batch where the GPU's work "
-        "is 5.5 ms; the host time of an eager Megatron-Core MoE layer, fitted after every "
-        "other constant; every other MoE run is predicted. Scored leave-one-out, that is "
-        "without the host time (no other row informs it)",
-        group_of=lambda r: r.id,
+        "Every eager Megatron-Core MoE run (no CUDA graphs), whose layers the GPU cannot run "
+        "faster than the host issues them: the host time of an eager MoE layer, fitted after "
+        "every other constant. It binds only where a layer's own work is shorter, which among "
+        "these runs is Qwen3-30B-A3B's: Megatron-LM's BF16 recipe (32 H100s, layers of 8.2 ms "
+        "a micro-batch where the GPU's work is 5.5 ms) and Megatron-Bridge's FP8 runs on 16 "
+        "H100s; Grok-1's and Qwen3-235B-A22B's layers are longer and do not inform it. Scored "
+        "leave-one-source-and-model-out, so each source's Qwen3-30B-A3B runs are predicted "
+        "from the other source's",
+        group_of=lambda r: f"{r.source}:{r.meta.get('model') or r.id}",
         joint=False,
     ),
 )

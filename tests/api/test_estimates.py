@@ -278,7 +278,7 @@ def test_fine_grained_moe_answers_carry_the_accuracy_of_such_runs(client: TestCl
         "mean_error_pct": acc.mean_error_pct,
         "min_error_pct": acc.min_error_pct,
         "max_error_pct": acc.max_error_pct,
-        "misses_target": True,
+        "misses_target": False,  # 7.9 % since the twenty-fourth session (8.9 % before)
     }
     t = body["iteration_time_s"]
     assert body["iteration_time_range_s"][1] == pytest.approx(t / (1 + acc.min_error_pct / 100))
@@ -302,7 +302,7 @@ def test_answers_carry_the_accuracy_of_their_own_models_published_runs(
         "mean_error_pct": same.mean_error_pct,
         "min_error_pct": same.min_error_pct,
         "max_error_pct": same.max_error_pct,
-        "misses_target": True,
+        "misses_target": False,  # 6.8 %, within the 8 % target since the twenty-fourth session
         "model": "qwen3-30b-a3b",
     }
     assert any("the 8 of this model (qwen3-30b-a3b)" in a for a in body["assumptions"])

@@ -32,7 +32,7 @@ from estimator import (
     validate_layout,
 )
 from estimator.bandwidth import Collective, TrafficKind, bus_factor
-from estimator.calibrated import FINE_GRAINED_MOE_ACCURACY, FITTED_COMPUTE
+from estimator.calibrated import FINE_GRAINED_MOE_ACCURACY, FITTED_COMPUTE, VALIDATED_ACCURACY
 from estimator.compute import (
     FLASH_BACKWARD_EFFICIENCY,
     FLASH_BACKWARD_RATIO,
@@ -1722,7 +1722,9 @@ def test_fine_grained_moe_estimates_say_how_far_such_runs_were_off() -> None:
     assert not any(w.startswith("experts narrower") for w in coarse.warnings)
     # The accuracy it claims is that of such runs, beside its kind of trainer's.
     assert qwen.validated is not None and qwen.validated.fine_grained_moe == acc
-    assert acc.misses_target
+    # Such runs are the worst predicted of the kind (7.9 % against 4.4 %), from -13 % to +8 %.
+    assert acc.mean_abs_error_pct > 1.5 * VALIDATED_ACCURACY["megatron-style"].mean_abs_error_pct
+    assert acc.max_error_pct - acc.min_error_pct > 15.0
     assert coarse.validated is not None and coarse.validated.fine_grained_moe is None
     [line] = [a for a in qwen.assumptions if a.startswith("validated: ")]
     assert f"the {acc.runs} published runs whose experts are narrower than the model" in line

@@ -221,8 +221,10 @@ DGXC_MOE_MEAN_PCT = 7.5
 # since Megatron-Core's EP all-to-all overlap hides NVIDIA's measured share of the all-to-alls
 # (Framework.ep_comm_overlap: the five Qwen3-235B-A22B rows +9.5 to +17.8 % -> -12.7 to -6.1 %);
 # 5.27 % on 202 with MLPerf Training's 13 GPT-3 rows (SOURCES.md §10, 5.82 % as first scored),
-# 5.19 % once the FP8 parameter gather their configs state is priced (fp8_param_gather).
-ALL_ROWS_MEAN_PCT = 5.2
+# 5.19 % once the FP8 parameter gather their configs state is priced (fp8_param_gather); 5.12 %
+# since the eager MoE host time is fitted on every eager MoE run, each source's Qwen3-30B-A3B
+# runs predicted from the other's (Megatron-LM's recipe row -20.6 % -> +7.6 %).
+ALL_ROWS_MEAN_PCT = 5.15
 # Megatron-Bridge's H100 tables (Llama 3 70B, Llama 3.1 405B, Qwen3-30B-A3B, Qwen3-235B-A22B):
 # issue 11's per-family target 8 % is missed, 18.50 % today (14.25 % before the flex dispatcher
 # moved the FP8 PP 1 Qwen3-30B rows from +10 % to -36 %): the Llama rows are within 9.3 %
@@ -422,19 +424,36 @@ def test_deepspeed_layer_host_time_is_fitted_on_the_bloom_sweep_and_predicts_the
     assert bloom.mean_abs_error_pct <= BLOOM_MEAN_PCT
 
 
-def test_moe_host_time_is_fitted_on_the_eager_bf16_recipe_and_predicts_the_other_runs(
+def test_every_source_family_but_sc21_meets_issue_11s_target(report: ValidationReport) -> None:
+    # Issue 11: every source family <= 8 % out of sample. SC21 misses (its DeepSpeed ZeRO-3 rows,
+    # SC21_ALL_MEAN_PCT); the others meet it, Megatron-LM's MoE recipe index since its run is
+    # predicted by a host time fitted on another source's runs.
+    sources = {r.source for r in report.rows}
+    assert len(sources) == 12  # of the 14 in published_runs.csv, two have no scored row
+    misses = {s for s in sources if report.by_source[s].mean_abs_error_pct > 8.0}
+    assert misses == {"narayanan2021_sc21"}
+
+
+def test_moe_host_time_is_fitted_on_the_eager_runs_each_source_predicted_from_the_others(
     report: ValidationReport, runs: list[PublishedRun]
 ) -> None:
-    # One training row: Megatron-LM's eager BF16 Qwen3-30B-A3B recipe. Left out, nothing informs
-    # the host time, so that row is scored without it (as before the constant: -20.6 %); every
-    # other MoE row is predicted with it, and only eager layers shorter than it move.
+    # The family: every eager Megatron-Core MoE run (no CUDA graphs). Only Qwen3-30B-A3B's layers
+    # are short enough to meet the floor: Megatron-LM's BF16 recipe and Megatron-Bridge's FP8
+    # runs. Each (source, model) is left out together, so each source's runs are predicted from
+    # the other's (until the twenty-fourth session the recipe was the family's one row, scored
+    # without the host time at all: -20.6 %).
     family = next(f for f in TRAINING if f.name == "moe_eager_host")
-    [trained] = [r.id for r in runs if family.contains(r)]
-    assert trained == "mlmrecipe_qwen3_30b_a3b_h100_bf16_32g"
+    members = [r for r in runs if family.contains(r)]
+    assert all(r.scenario_inputs[0].is_moe for r in members)
+    assert not any(r.scenario_inputs[1].software.cuda_graphs for r in members)
+    assert {r.source for r in members} == {
+        "megatron_lm_moe_recipes",
+        "megatron_bridge_perf",
+        "nvidia_dgxc_benchmarking",
+    }
     assert 0.005 < report.fit["moe_layer_host_s"] < 0.012
     by_id = {r.id: r for r in report.rows}
-    assert by_id[trained].error_pct == pytest.approx(-20.6, abs=0.05)
-    assert trained not in by_id[trained].fit_rows
+    recipe = by_id["mlmrecipe_qwen3_30b_a3b_h100_bf16_32g"]
     eager_fp8 = [
         by_id[i]
         for i in (
@@ -444,9 +463,16 @@ def test_moe_host_time_is_fitted_on_the_eager_bf16_recipe_and_predicts_the_other
             "mbridge260201_qwen3_30b_a3b_h100",
         )
     ]
-    # Out of sample: -36 % each without the floor, -14 to -7 % with it, -10 to +1 % with FP8
-    # current scaling's per-expert quantize launches on top (counted, not fitted).
-    assert all(trained in r.fit_rows and -11.0 < r.error_pct < 2.0 for r in eager_fp8)
+    assert recipe.id not in recipe.fit_rows
+    assert all(r.id in recipe.fit_rows for r in eager_fp8)
+    assert all(recipe.id in r.fit_rows for r in eager_fp8)
+    assert not any(s.id in r.fit_rows for r in eager_fp8 for s in eager_fp8)
+    # The recipe from Megatron-Bridge's FP8 runs: +7.6 %, within the 8 % family target.
+    assert recipe.error_pct == pytest.approx(7.6, abs=0.05)
+    assert report.by_source["megatron_lm_moe_recipes"].mean_abs_error_pct <= 8.0
+    # Those runs from the recipe: -36 % each without the floor, -14 to -7 % with it, -10 to +1 %
+    # with FP8 current scaling's per-expert quantize launches on top (counted, not fitted).
+    assert all(-11.0 < r.error_pct < 2.0 for r in eager_fp8)
     run_of = {r.id: r for r in runs}
     for row in report.rows:
         run = run_of[row.id]

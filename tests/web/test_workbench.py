@@ -285,21 +285,23 @@ def test_moe_models_choose_their_token_dispatcher(page: Page) -> None:
     expect(legs).to_have_count(2)
     expect(legs.first).to_contain_text("RDMA leg")
     expect(legs.last).to_contain_text("NVLink leg")
-    # experts of 768 on h = 2048: the accuracy of such runs is shown beside the kind's, as advice
+    # experts of 768 on h = 2048: the accuracy of such runs is shown beside the kind's, plain
+    # since they are within the 8 % target (7.9 %; advice when they were not, as below)
     fine = answer.value.json()["validated"]["fine_grained_moe"]
+    assert not fine["misses_target"]
     shown = page.get_by_test_id("validated-fine-grained-moe")
     expect(shown).to_contain_text(
         f"{one_decimal(fine['mean_abs_error_pct'])} % mean error on the {fine['runs']} such runs"
     )
-    expect(shown).to_have_class("advice")
-    # and how commest did on this very model's published runs, as advice too
+    expect(shown).not_to_have_class("advice")
+    # and how commest did on this very model's published runs (6.8 %: plain too)
     same = answer.value.json()["validated"]["same_model"]
-    assert same["model"] == "qwen3-30b-a3b" and same["misses_target"]
+    assert same["model"] == "qwen3-30b-a3b" and not same["misses_target"]
     shown = page.get_by_test_id("validated-same-model")
     expect(shown).to_contain_text(
         f"this model: {one_decimal(same['mean_abs_error_pct'])} % mean error on {same['runs']} published runs"
     )
-    expect(shown).to_have_class("advice")
+    expect(shown).not_to_have_class("advice")
     assert "commest validate --model qwen3-30b-a3b --kind megatron-style" in (
         shown.get_attribute("title") or ""
     )
@@ -738,8 +740,8 @@ def test_the_accuracy_tab_lists_the_published_runs_worst_first(page: Page) -> No
         f"{one_decimal(everything['summary']['mean_abs_error_pct'])} % mean error on "
         f"{everything['summary']['rows']} runs"
     )
-    with page.expect_response(lambda r: "model=qwen3-30b-a3b" in r.url) as narrowed:
-        page.get_by_test_id("accuracy-model").select_option("qwen3-30b-a3b")
+    with page.expect_response(lambda r: "model=qwen3-235b-a22b" in r.url) as narrowed:
+        page.get_by_test_id("accuracy-model").select_option("qwen3-235b-a22b")
     qwen = narrowed.value.json()
     expect(rows).to_have_count(qwen["selection"]["rows"])
     assert 0 < qwen["selection"]["rows"] < everything["summary"]["rows"]
@@ -747,9 +749,10 @@ def test_the_accuracy_tab_lists_the_published_runs_worst_first(page: Page) -> No
     expect(shown).to_contain_text(
         f"{one_decimal(qwen['selection']['mean_abs_error_pct'])} % mean error"
     )
+    assert qwen["selection"]["mean_abs_error_pct"] > 8.0
     expect(shown).to_have_class("advice")  # beyond the 8 % target
     for i in range(qwen["selection"]["rows"]):
-        expect(rows.nth(i).locator("td").nth(1)).to_have_text("qwen3-30b-a3b")
+        expect(rows.nth(i).locator("td").nth(1)).to_have_text("qwen3-235b-a22b")
     # the scenario form is not in this tab's way
     expect(page.get_by_test_id("scenario")).to_have_count(0)
 
