@@ -1121,15 +1121,16 @@ def _detailed(ctx: _Context, roof: Roofline, bandwidth: BandwidthProvider) -> Ke
     # ZeRO-3 / FSDP: each layer's parameters gathered before its forward and its backward (and
     # its replay where the framework re-gathers), its gradients reduce-scattered after.
     gathers = float(fw.zero3_gathers_per_layer)
-    z3_unit = [
-        (layer_params * beta_p / gathers, dense_shard, dp_groups[0][2]),
-        (expert_layer * beta_p / gathers, expert_shard, dp_groups[1][2]),
-    ]
-    # ... and the gradients' bytes of the same tensors, reduce-scattered one by one.
-    z3_rs_unit = [
-        (layer_params * beta_g / gathers, dense_shard, dp_groups[0][2]),
-        (expert_layer * beta_g / gathers, expert_shard, dp_groups[1][2]),
-    ]
+
+    def z3_units(element_bytes: Num) -> list[tuple[Num, Num, Num]]:
+        return [
+            (layer_params * element_bytes / gathers, dense_shard, dp_groups[0][2]),
+            (expert_layer * element_bytes / gathers, expert_shard, dp_groups[1][2]),
+        ]
+
+    # ... the parameters' bytes, and the gradients' bytes of the same tensors, reduce-scattered
+    # one by one.
+    z3_unit, z3_rs_unit = z3_units(beta_p), z3_units(beta_g)
     # Gradients are reduce-scattered tensor by tensor (``gathers`` per layer, ``z3_rs_unit``); with
     # a persistence threshold (DeepSpeed's ``stage3_param_persistence_threshold``) the small
     # tensors stay gathered, so a dense layer's pass all-gathers only its larger tensors:
