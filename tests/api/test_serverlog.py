@@ -19,8 +19,10 @@ class StuckStream(io.StringIO):
     def __init__(self) -> None:
         super().__init__()
         self.release = threading.Event()
+        self.entered = threading.Event()  # the writer is inside a write, stuck
 
     def write(self, text: str) -> int:
+        self.entered.set()
         self.release.wait(WAIT_S)
         return super().write(text)
 
@@ -35,9 +37,15 @@ def test_a_stuck_stream_never_blocks_the_logger_and_drops_are_reported() -> None
         done = threading.Event()
 
         def log_a_lot() -> None:
-            for i in range(100):
+            for i in range(1, 100):
                 logger.warning("record %d", i)
             done.set()
+
+        # The writer takes the first record and sticks in its write before the rest come, so
+        # the queue never frees a slot afterwards (else a slow writer thread could take record
+        # 0 after the queue had filled, and the drop count would restart after its notice).
+        logger.warning("record %d", 0)
+        assert stream.entered.wait(WAIT_S)
 
         thread = threading.Thread(target=log_a_lot)
         thread.start()
