@@ -220,13 +220,16 @@ def _roofline(
             f"linear-layer GEMMs at u·x/(x + {fitted.gemm_half_size_elements:g}), x the harmonic "
             f"mean of the per-GPU weight's dimensions: {where}'s GPU family ({fitted.source})"
         )
-    if cluster.fp8_utilization is not None:
-        out["fp8_utilization"] = cluster.fp8_utilization
-    elif fitted is not None and fitted.fp8_utilization is not None:
-        out["fp8_utilization"] = fitted.fp8_utilization
-        notes.append(
-            f"u8={fitted.fp8_utilization:g} for FP8 GEMMs: {where}'s GPU family ({fitted.source})"
-        )
+    for name, symbol, what in (
+        ("fp8_utilization", "u8", "FP8 GEMMs"),
+        ("fp8_expert_utilization", "u8e", "FP8 MoE expert GEMMs"),
+    ):
+        given = getattr(cluster, name)
+        if given is not None:
+            out[name] = given
+        elif fitted is not None and (fit := getattr(fitted, name)) is not None:
+            out[name] = fit
+            notes.append(f"{symbol}={fit:g} for {what}: {where}'s GPU family ({fitted.source})")
     if cluster.flash2_efficiency is not None:
         out["flash2_efficiency"] = cluster.flash2_efficiency
     elif family is not None and family.flash2_efficiency != 1.0:
@@ -286,6 +289,7 @@ def _explicit_cluster(cluster: ClusterIn, precision: Precision) -> ResolvedClust
         "gemm_traffic_factor": cluster.gemm_traffic_factor or 0.0,
         "gemm_half_size_elements": cluster.gemm_half_size_elements or 0.0,
         "fp8_utilization": cluster.fp8_utilization,
+        "fp8_expert_utilization": cluster.fp8_expert_utilization,
     }
     preset = None if cluster.gpu is None else gpu_preset(cluster.gpu)
     if cluster.flash2_efficiency is not None:

@@ -553,6 +553,13 @@ class ClusterIn(_In):
         description="u8: FP8 GEMM efficiency, fraction of the FP8 peak; default: the fitted u8 "
         "of the GPU family, else u",
     )
+    fp8_expert_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="u8e: FP8 efficiency of a MoE layer's expert GEMMs, fraction of the FP8 "
+        "peak; default: the fitted u8e of the GPU family, else u8",
+    )
     flash2_efficiency: float | None = Field(
         None,
         gt=0,
@@ -1126,6 +1133,9 @@ class ClusterOut(_Out):
         validation_alias=AliasPath("spec", "gemm_half_size_elements")
     )
     fp8_utilization: float | None = Field(validation_alias=AliasPath("spec", "fp8_utilization"))
+    fp8_expert_utilization: float | None = Field(
+        validation_alias=AliasPath("spec", "fp8_expert_utilization")
+    )
     flash2_efficiency: float = Field(validation_alias=AliasPath("spec", "flash2_efficiency"))
     cuda_core_peak_tflops: float | None
     bandwidth: str

@@ -1,12 +1,13 @@
 """The compute constants `commest validate` fits, per GPU family, with their provenance.
 
-The detailed model's per-operation roofline (estimator.compute) has five fitted constants; the
+The detailed model's per-operation roofline (estimator.compute) has six fitted constants; the
 validation report (profiles.validation.report) fits them on its declared training subset only:
 the A100 GEMM efficiency u, the element-wise factor γ and the GEMM operand-traffic factor c on
 Megatron-LM SC21 Table 1; the H100 16-bit and FP8 GEMM efficiencies on the dense runs of NVIDIA's
 DGX Cloud benchmarking recipes; then the size x0 of the size-dependent GEMM efficiency jointly on
-both, with u, γ and u8 refitted alongside. The nominal DGX profiles carry these values; a test
-checks that they equal what the report fits today.
+both, with u, γ and u8 refitted alongside; last, u8e, the FP8 efficiency of MoE expert GEMMs, on
+the FP8 Grok-1 runs of the same DGX Cloud recipes. The nominal DGX profiles carry these values;
+a test checks that they equal what the report fits today.
 
 The same report scores every published run out of sample; ``VALIDATED_ACCURACY`` keeps its
 figures per kind of trainer, so an estimate can say how far runs of its kind were off (a test
@@ -50,6 +51,8 @@ class FittedCompute:
     # x0: the per-GPU weight size (elements) at which a linear layer runs at half of u
     # (estimator.compute.size_factor); one value for both families.
     gemm_half_size_elements: float = 0.0
+    # u8e: MoE expert GEMMs in FP8, fraction of the FP8 peak; None: u8
+    fp8_expert_utilization: float | None = None
 
 
 _SUBSET = "fitted by commest validate on its declared training subset"
@@ -68,8 +71,10 @@ FITTED_COMPUTE: dict[str, FittedCompute] = {
         gemm_traffic_factor=0.0,
         fp8_utilization=0.5950,
         source=f"{_SUBSET} (γ and c from SC21 Table 1; u and u8 from the dense DGX Cloud "
-        "benchmarking runs, H100; x0 jointly with SC21 Table 1)",
+        "benchmarking runs, H100; x0 jointly with SC21 Table 1; u8e from the FP8 Grok-1 DGX "
+        "Cloud runs)",
         gemm_half_size_elements=670.35,
+        fp8_expert_utilization=0.4581,
     ),
 }
 
@@ -82,14 +87,21 @@ def runs_fitted_compute(
     fp8_utilization: float | None,
     *,
     fp8: bool,
+    fp8_expert_utilization: float | None = None,
+    moe: bool = False,
 ) -> bool:
     """Whether these are one GPU family's fitted constants, i.e. the model `commest validate`
-    scores (for FP8 training, the family's fitted u8 too)."""
+    scores (for FP8 training, the family's fitted u8 too, and for a MoE model its u8e)."""
     families = _FITTED_BY_CONSTANTS.get(
         (utilization, memory_traffic_factor, gemm_traffic_factor, gemm_half_size_elements), ()
     )
     return any(
-        not fp8 or (f.fp8_utilization is not None and fp8_utilization == f.fp8_utilization)
+        not fp8
+        or (
+            f.fp8_utilization is not None
+            and fp8_utilization == f.fp8_utilization
+            and (not moe or fp8_expert_utilization == f.fp8_expert_utilization)
+        )
         for f in families
     )
 
@@ -211,7 +223,7 @@ class ValidatedAccuracy:
 VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
     acc.trainer_kind: acc
     for acc in (
-        ValidatedAccuracy("megatron-style", 107, 4.4, -1.0, error_p10_pct=-10.1, error_p90_pct=6.1),
+        ValidatedAccuracy("megatron-style", 107, 3.6, -0.1, error_p10_pct=-5.4, error_p90_pct=6.1),
         ValidatedAccuracy("fsdp-style", 63, 5.4, -2.4, error_p10_pct=-12.4, error_p90_pct=4.6),
         ValidatedAccuracy("deepspeed", 32, 6.9, -5.4, error_p10_pct=-23.0, error_p90_pct=2.2),
     )
@@ -224,9 +236,9 @@ VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
 # verification card and performance skills (flex dispatcher, CUDA graphs: -12 to -1 %), and in
 # one BF16 run of Megatron-LM's MoE recipes on 32 H100s (+7.6 %, its eager host time fitted on
 # Megatron-Bridge's eager runs);
-# Qwen3-235B-A22B on 256 H100s (experts folded over TP) in five (-13 to -6 %).
+# Qwen3-235B-A22B on 256 H100s (experts folded over TP, FP8) in five (-9 to -2 %).
 FINE_GRAINED_MOE_ACCURACY = FineGrainedMoeAccuracy(
-    runs=13, mean_abs_error_pct=7.9, mean_error_pct=-6.6, min_error_pct=-12.7, max_error_pct=7.6
+    runs=13, mean_abs_error_pct=6.3, mean_error_pct=-5.0, min_error_pct=-11.9, max_error_pct=7.6
 )
 
 # The same kinds for an estimate whose model has experts narrower than itself: each carries
@@ -280,11 +292,11 @@ _BY_MODEL: dict[TrainerKind, tuple[_ModelRow, ...]] = {
         ((80, 8192, 64, 0, 32768), 5, 6.9, -6.9, -13.1, -3.0, "mpt-70b"),
     ),
     "megatron-style": (
-        ((2, 6144, 48, 8, 32768), 2, 6.4, -6.4, -9.8, -2.9, "grok1-314b-proxy-2l"),
-        ((4, 6144, 48, 8, 32768), 4, 7.2, -7.2, -13.8, -1.1, "grok1-314b-proxy-4l"),
+        ((2, 6144, 48, 8, 32768), 2, 1.9, -1.0, -2.9, 0.9, "grok1-314b-proxy-2l"),
+        ((4, 6144, 48, 8, 32768), 4, 2.2, -1.3, -3.9, 2.0, "grok1-314b-proxy-4l"),
         ((7, 16384, 128, 0, 53248), 2, 2.4, -0.3, -2.7, 2.1, "llama3.1-405b-proxy-7l"),
-        ((8, 6144, 48, 8, 32768), 2, 9.4, -9.4, -14.5, -4.3, "grok1-314b-proxy-8l"),
-        ((16, 6144, 48, 8, 32768), 2, 6.1, -6.1, -10.7, -1.4, "grok1-314b-proxy-16l"),
+        ((8, 6144, 48, 8, 32768), 2, 3.7, -3.7, -4.3, -3.1, "grok1-314b-proxy-8l"),
+        ((16, 6144, 48, 8, 32768), 2, 1.8, 0.3, -1.4, 2.1, "grok1-314b-proxy-16l"),
         ((21, 16384, 128, 0, 53248), 2, 2.6, 1.1, -1.5, 3.7, "llama3.1-405b-proxy-21l"),
         ((24, 2304, 24, 0, 9216), 1, 5.0, -5.0, -5.0, -5.0, "megatron-1.7b"),
         ((30, 3072, 32, 0, 12288), 1, 2.1, -2.1, -2.1, -2.1, "megatron-3.6b"),
@@ -296,10 +308,10 @@ _BY_MODEL: dict[TrainerKind, tuple[_ModelRow, ...]] = {
         ((48, 6144, 64, 0, 24576), 2, 1.3, -1.2, -2.5, 0.1, "korthikanti-22b"),
         ((48, 8192, 64, 0, 32768), 1, 3.1, 3.1, 3.1, 3.1, "megatron-39.1b"),
         ((60, 10240, 80, 0, 40960), 1, 5.3, -5.3, -5.3, -5.3, "megatron-76.1b"),
-        ((64, 6144, 48, 8, 32768), 4, 7.6, -7.6, -13.2, -2.2, "grok1-314b"),
+        ((64, 6144, 48, 8, 32768), 4, 2.0, -1.4, -3.5, 1.1, "grok1-314b"),
         ((80, 8192, 64, 0, 28672), 9, 4.1, 0.1, -9.9, 5.6, "llama3-70b / llama3.1-70b"),
         ((80, 12288, 96, 0, 49152), 1, 1.9, -1.9, -1.9, -1.9, "megatron-145.6b"),
-        ((94, 4096, 64, 128, 1536), 5, 9.6, -9.6, -12.7, -6.1, "qwen3-235b-a22b"),
+        ((94, 4096, 64, 128, 1536), 5, 5.5, -5.5, -8.7, -1.8, "qwen3-235b-a22b"),
         ((96, 12288, 96, 0, 49152), 25, 3.1, 2.1, -4.9, 11.3, "gpt3-175b"),
         ((96, 16384, 128, 0, 65536), 1, 2.5, -2.5, -2.5, -2.5, "megatron-310.1b"),
         ((96, 18432, 96, 0, 73728), 4, 1.7, -1.7, -2.8, -0.4, "nemotron4-340b"),

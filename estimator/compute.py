@@ -130,6 +130,8 @@ class Roofline:
     # The framework's FlashAttention kernel (``Framework.attention_kernel``): which head
     # dimension it computes with (``flash_head_dim``)
     attention_kernel: str = "fused"
+    # u8 of a MoE layer's expert GEMMs in FP8 (fraction of the FP8 peak); None: u8
+    fp8_expert_utilization: float | None = None
 
     @property
     def high_precision_peak(self) -> float:
@@ -141,6 +143,14 @@ class Roofline:
         if self.fp8 and self.fp8_utilization is not None:
             return self.fp8_utilization
         return self.utilization
+
+    @property
+    def expert_utilization(self) -> Num:
+        """The efficiency of a MoE layer's expert GEMMs: u8e in FP8 where given, else that of
+        every other linear layer."""
+        if self.fp8 and self.fp8_expert_utilization is not None:
+            return self.fp8_expert_utilization
+        return self.linear_utilization
 
     def stream_s(self, nbytes: Num) -> Num:
         """Seconds to stream ``nbytes`` through HBM (exactly counted bytes)."""
@@ -371,7 +381,7 @@ def layer_times(
     hi_peak = roof.high_precision_peak
     u = roof.utilization
 
-    def lin(n: Num, k: Num, count: Num = 1.0, rows: Num = tokens) -> Num:
+    def lin(n: Num, k: Num, count: Num = 1.0, rows: Num = tokens, eff: Num = lin_u) -> Num:
         return gemm_s(
             roof,
             rows,
@@ -379,7 +389,7 @@ def layer_times(
             k,
             operand_bytes=lin_bytes,
             peak=lin_peak,
-            utilization=lin_u / size_factor(roof, n, k),
+            utilization=eff / size_factor(roof, n, k),
             count=count,
         )
 
@@ -425,9 +435,10 @@ def layer_times(
         et = t if expert_tp is None else expert_tp
         routed = tokens if expert_tp is None else tokens * et / t
         rows = imbalance * ep * routed * float(model.moe_top_k) / e  # tokens per local expert
-        fc1 = lin(gated * f_e / et, h, local, rows)
-        fc2 = lin(h, f_e / et, local, rows)
-        sac_ffn = (lin(f_e / et, h, local, rows) if model.swiglu else fc2) if op_sac else 0.0
+        u_e = roof.expert_utilization
+        fc1 = lin(gated * f_e / et, h, local, rows, u_e)
+        fc2 = lin(h, f_e / et, local, rows, u_e)
+        sac_ffn = (lin(f_e / et, h, local, rows, u_e) if model.swiglu else fc2) if op_sac else 0.0
         router = gemm_s(roof, routed, e, h, operand_bytes=beta, peak=hi_peak, utilization=u)
         # Permute before dispatch and un-permute after combine: read + write each token copy.
         permute_bytes = 2.0 * 2.0 * routed * float(model.moe_top_k) * h * beta

@@ -337,6 +337,7 @@ def run_kernel(scenario: Scenario) -> KernelResult:
         flash2_efficiency=c.flash2_efficiency,
         gemm_half_size_elements=c.gemm_half_size_elements,
         cuda_core_peak_flops=c.cuda_core_peak_flops,
+        fp8_expert_utilization=c.fp8_expert_utilization,
     )
 
 
@@ -458,6 +459,8 @@ def validated_for(scenario: Scenario) -> ValidatedAccuracy | None:
         c.gemm_half_size_elements,
         c.fp8_utilization,
         fp8=scenario.training.precision is Precision.FP8,
+        fp8_expert_utilization=c.fp8_expert_utilization,
+        moe=scenario.model.is_moe,
     ):
         return None
     model = scenario.model
@@ -823,6 +826,11 @@ def _detailed_assumptions(scenario: Scenario, validated: ValidatedAccuracy | Non
             "input transposed); attention, logits and router in 16-bit at half the FP8 peak; "
             "amax bookkeeping is inside the casts' bytes"
         )
+        if model.is_moe and c.fp8_expert_utilization is not None:
+            out.append(
+                f"FP8 experts: the MoE layers' expert GEMMs at u8e={c.fp8_expert_utilization:g} "
+                "of the FP8 peak (cluster.fp8_expert_utilization), the other linears at u8"
+            )
     if (
         tr.precision.value == "fp8"
         and fw.tp_fp8_all_gather

@@ -283,6 +283,7 @@ def evaluate(
     flash2_efficiency: float = 1.0,
     gemm_half_size_elements: float = 0.0,
     cuda_core_peak_flops: float | None = None,
+    fp8_expert_utilization: float | None = None,
 ) -> KernelResult:
     """All terms of the iteration time for the layouts in ``lay`` (scalars or arrays).
 
@@ -314,6 +315,7 @@ def evaluate(
             gemm_half_size_elements,
             (cuda_core_peak_flops or 0.0) * speed,  # cuda_core_peak_flops
             training.software.attention_kernel,
+            fp8_expert_utilization,
         )
         result = _detailed(ctx, roof, bandwidth)
     if fidelity is _PAPER:

@@ -444,6 +444,9 @@ class ClusterSpec:
     # score and context GEMMs when their head rows are not 16-byte aligned (detailed fidelity,
     # estimator.compute.tensor_core_aligned). None: unknown, that slowdown is not priced.
     cuda_core_peak_flops: float | None = None
+    # u8e: a MoE layer's expert GEMMs in FP8, fraction of the FP8 peak (detailed fidelity);
+    # None: u8 like every other linear layer.
+    fp8_expert_utilization: float | None = None
 
     def __post_init__(self) -> None:
         _positive_int("cluster.gpus_per_node", self.gpus_per_node)
@@ -475,12 +478,15 @@ class ClusterSpec:
                 self.flash2_efficiency,
                 "must be in (0, 1]: FlashAttention-2's efficiency relative to the GEMMs",
             )
-        if self.fp8_utilization is not None:
-            _positive_float("cluster.fp8_utilization", self.fp8_utilization)
-            if self.fp8_utilization > 1:
+        for name in ("fp8_utilization", "fp8_expert_utilization"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            _positive_float(f"cluster.{name}", value)
+            if value > 1:
                 raise ValidationError(
-                    "cluster.fp8_utilization",
-                    self.fp8_utilization,
+                    f"cluster.{name}",
+                    value,
                     "must be in (0, 1]: the fraction of the FP8 peak achieved",
                 )
         if self.memory_bandwidth_gbps is not None:

@@ -144,6 +144,7 @@ def evaluate_layouts(
             flash2_efficiency=cluster.flash2_efficiency,
             gemm_half_size_elements=cluster.gemm_half_size_elements,
             cuda_core_peak_flops=cluster.cuda_core_peak_flops,
+            fp8_expert_utilization=cluster.fp8_expert_utilization,
         )
         for name in TERMS:
             terms[name][start:stop] = k.terms[name]

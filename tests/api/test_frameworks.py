@@ -45,6 +45,10 @@ def test_the_framework_example_is_estimated_and_named(client: TestClient) -> Non
     assert body["cluster"]["fp8_utilization"] == pytest.approx(
         FITTED_COMPUTE["h100"].fp8_utilization
     )
+    # ... and of its FP8 MoE expert GEMMs, said where it came from.
+    u8e = FITTED_COMPUTE["h100"].fp8_expert_utilization
+    assert u8e is not None and body["cluster"]["fp8_expert_utilization"] == pytest.approx(u8e)
+    assert any(a.startswith(f"u8e={u8e:g}") for a in body["assumptions"])
 
 
 def test_the_breakdown_adds_the_optimizer_step_and_keeps_every_term(client: TestClient) -> None:
@@ -250,15 +254,19 @@ def test_roofline_figures_can_be_given_with_explicit_clusters(client: TestClient
         "memory_traffic_factor": 2.0,
         "gemm_traffic_factor": 0.5,
         "fp8_utilization": 0.55,
+        "fp8_expert_utilization": 0.4,
     }
     response = client.post("/v1/estimates", json=explicit)
     assert response.status_code == 200, response.text
     cluster = response.json()["cluster"]
     assert (cluster["gemm_traffic_factor"], cluster["fp8_utilization"]) == (0.5, 0.55)
+    assert cluster["fp8_expert_utilization"] == 0.4
     assert cluster["flash2_efficiency"] == 0.5  # the H100 preset's (Hopper)
-    bad = request(explicit)
-    bad["cluster"]["fp8_utilization"] = 1.5
-    assert_problem(client.post("/v1/estimates", json=bad), 422)
+    for name in ("fp8_utilization", "fp8_expert_utilization"):
+        bad = request(explicit)
+        bad["cluster"][name] = 1.5
+        problem = assert_problem(client.post("/v1/estimates", json=bad), 422)
+        assert name in str(problem)
 
 
 def test_the_gemm_size_constant_defaults_to_the_fit_and_can_be_given(client: TestClient) -> None:

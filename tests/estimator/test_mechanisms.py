@@ -909,6 +909,48 @@ def test_moe_imbalance_slows_the_expert_gemms_and_all_to_alls_are_counted() -> N
         TrainingSpec(global_batch_size=64, moe_capacity_factor=0.5)
 
 
+def test_fp8_expert_gemms_run_at_their_own_efficiency_and_nothing_else_does() -> None:
+    """u8e (``fp8_expert_utilization``) sets the FP8 expert GEMMs' efficiency only: the expert
+    GEMM time scales as u8/u8e, the attention linears, BF16 runs and dense models keep u8."""
+    u8 = 0.6
+    roof = _roofline(fp8=True)
+    moe = {"moe": True, "ep": 2.0}
+    at_u8 = _layer(MOE, roof, **moe)
+    same = _layer(MOE, dataclasses.replace(roof, fp8_expert_utilization=u8), **moe)
+    assert same.linear_fwd == at_u8.linear_fwd  # u8e = u8 is u8
+    half = _layer(MOE, dataclasses.replace(roof, fp8_expert_utilization=u8 / 2), **moe)
+    # The attention block's linears keep u8, so the expert GEMMs are what doubled.
+    experts = at_u8.linear_fwd - at_u8.attention_linear_fwd
+    assert experts > 0
+    assert half.attention_linear_fwd == at_u8.attention_linear_fwd
+    assert half.linear_fwd - half.attention_linear_fwd == pytest.approx(2 * experts, rel=1e-12)
+    # No effect in BF16 or on a dense layer.
+    bf16 = _roofline(fp8=False)
+    assert (
+        _layer(MOE, dataclasses.replace(bf16, fp8_expert_utilization=0.1), **moe).linear_fwd
+        == _layer(MOE, bf16, **moe).linear_fwd
+    )
+    dense = dataclasses.replace(roof, fp8_expert_utilization=0.1)
+    assert _layer(MOE, dense).linear_fwd == _layer(MOE, roof).linear_fwd
+
+
+def test_an_fp8_moe_estimate_says_which_expert_efficiency_it_used() -> None:
+    layout = LayoutSpec(pipeline=1, tensor=1, data=8, expert_parallel=8)
+    fp8 = TrainingSpec(global_batch_size=64, precision=Precision.FP8)
+    base = _h100(0.6)
+    plain = estimate(Scenario(MOE, fp8, layout, base))
+    slow = estimate(
+        Scenario(MOE, fp8, layout, dataclasses.replace(base, fp8_expert_utilization=0.45))
+    )
+    assert slow.breakdown.compute_s > plain.breakdown.compute_s
+    assert any("u8e=0.45" in a for a in slow.assumptions)
+    assert not any("u8e=" in a for a in plain.assumptions)
+    with pytest.raises(ValidationError, match="fp8_expert_utilization"):
+        dataclasses.replace(base, fp8_expert_utilization=1.5)
+    with pytest.raises(ValidationError, match="fp8_expert_utilization"):
+        dataclasses.replace(base, fp8_expert_utilization=float("nan"))
+
+
 def test_moe_dispatcher_gathers_the_routed_tokens_over_tp_and_does_not_overlap_them() -> None:
     """Megatron-Core's all-to-all dispatcher (core_v0.10.0 token_dispatcher.py): with TP the
     routed tokens (top-k copies) are all-gathered over the TP group after the all-to-all and

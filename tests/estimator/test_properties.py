@@ -134,6 +134,7 @@ def parallel_scenarios(draw: st.DrawFn) -> Scenario:
         bandwidth=FixedBandwidth(*bw),
         memory_bandwidth_gbps=3350.0,
         fp8_utilization=0.6,
+        fp8_expert_utilization=draw(st.sampled_from([None, 0.45])),
     )
     layout = LayoutSpec(
         pipeline=p,
