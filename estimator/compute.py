@@ -130,7 +130,7 @@ class Roofline:
     # The framework's FlashAttention kernel (``Framework.attention_kernel``): which head
     # dimension it computes with (``flash_head_dim``)
     attention_kernel: str = "fused"
-    # u8 of a MoE layer's expert GEMMs in FP8 (fraction of the FP8 peak); None: u8
+    # u8e: a MoE layer's expert GEMMs in FP8 (fraction of the FP8 peak); None: u8
     fp8_expert_utilization: float | None = None
 
     @property
