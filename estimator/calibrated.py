@@ -58,23 +58,23 @@ class FittedCompute:
 _SUBSET = "fitted by commest validate on its declared training subset"
 FITTED_COMPUTE: dict[str, FittedCompute] = {
     "a100": FittedCompute(
-        utilization=0.7697,
-        memory_traffic_factor=1.9414,
+        utilization=0.7800,
+        memory_traffic_factor=1.9709,
         gemm_traffic_factor=0.0,
         fp8_utilization=None,
         source=f"{_SUBSET} (Megatron-LM SC21 Table 1, A100; x0 jointly with the H100 runs)",
-        gemm_half_size_elements=670.35,
+        gemm_half_size_elements=842.11,
     ),
     "h100": FittedCompute(
-        utilization=0.6584,
-        memory_traffic_factor=1.9414,
+        utilization=0.6714,
+        memory_traffic_factor=1.9709,
         gemm_traffic_factor=0.0,
-        fp8_utilization=0.5950,
+        fp8_utilization=0.6056,
         source=f"{_SUBSET} (γ and c from SC21 Table 1; u and u8 from the dense DGX Cloud "
         "benchmarking runs, H100; x0 jointly with SC21 Table 1; u8e from the FP8 Grok-1 DGX "
         "Cloud runs)",
-        gemm_half_size_elements=670.35,
-        fp8_expert_utilization=0.4581,
+        gemm_half_size_elements=842.11,
+        fp8_expert_utilization=0.4656,
     ),
 }
 
@@ -223,9 +223,9 @@ class ValidatedAccuracy:
 VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
     acc.trainer_kind: acc
     for acc in (
-        ValidatedAccuracy("megatron-style", 107, 3.6, -0.1, error_p10_pct=-5.4, error_p90_pct=6.1),
-        ValidatedAccuracy("fsdp-style", 63, 5.4, -2.4, error_p10_pct=-12.4, error_p90_pct=4.6),
-        ValidatedAccuracy("deepspeed", 32, 6.9, -5.4, error_p10_pct=-23.0, error_p90_pct=2.2),
+        ValidatedAccuracy("megatron-style", 107, 3.4, 0.1, error_p10_pct=-5.4, error_p90_pct=6.1),
+        ValidatedAccuracy("fsdp-style", 63, 5.7, -1.7, error_p10_pct=-12.2, error_p90_pct=6.2),
+        ValidatedAccuracy("deepspeed", 32, 7.0, -5.4, error_p10_pct=-23.4, error_p90_pct=2.2),
     )
 }
 
@@ -233,12 +233,12 @@ VALIDATED_ACCURACY: dict[str, ValidatedAccuracy] = {
 # ``commest validate`` today: Qwen3-30B-A3B on 16 H100s in four Megatron-Bridge releases (26.02.01
 # to 26.06, FP8 current scaling, eager: -10 to +1 %; 25.11's and 26.02's figures are excluded, the
 # source's tracker records them as a 2x regression) and in three BF16 runs of its model
-# verification card and performance skills (flex dispatcher, CUDA graphs: -12 to -1 %), and in
+# verification card and performance skills (flex dispatcher, CUDA graphs: -10 to +1.5 %), and in
 # one BF16 run of Megatron-LM's MoE recipes on 32 H100s (+7.6 %, its eager host time fitted on
 # Megatron-Bridge's eager runs);
-# Qwen3-235B-A22B on 256 H100s (experts folded over TP, FP8) in five (-9 to -2 %).
+# Qwen3-235B-A22B on 256 H100s (experts folded over TP, FP8) in five (-8 to -1 %).
 FINE_GRAINED_MOE_ACCURACY = FineGrainedMoeAccuracy(
-    runs=13, mean_abs_error_pct=6.3, mean_error_pct=-5.0, min_error_pct=-11.9, max_error_pct=7.6
+    runs=13, mean_abs_error_pct=5.9, mean_error_pct=-4.4, min_error_pct=-10.3, max_error_pct=7.6
 )
 
 # The same kinds for an estimate whose model has experts narrower than itself: each carries
@@ -255,69 +255,69 @@ VALIDATED_ACCURACY_FINE_GRAINED_MOE: dict[str, ValidatedAccuracy] = {
 _ModelRow = tuple[Architecture, int, float, float, float, float, str]
 _BY_MODEL: dict[TrainerKind, tuple[_ModelRow, ...]] = {
     "deepspeed": (
-        ((70, 14336, 64, 0, 57344), 3, 2.8, -0.5, -5.0, 1.9, "bigscience-prequel-70x14336"),
+        ((70, 14336, 64, 0, 57344), 3, 2.7, -0.5, -4.8, 1.8, "bigscience-prequel-70x14336"),
         (
             (70, 14336, 112, 0, 57344),
             3,
-            9.0,
-            -8.2,
-            -25.8,
+            8.9,
+            -8.3,
+            -25.9,
             0.6,
             "bigscience-prequel-70x14336 / bloom-176b",
         ),
-        ((70, 14336, 128, 0, 57344), 1, 0.2, -0.2, -0.2, -0.2, "bigscience-prequel-70x14336"),
-        ((80, 14400, 96, 0, 57600), 4, 2.1, 2.1, 0.0, 3.9, "bigscience-prequel-80x14400"),
-        ((82, 13312, 64, 0, 53248), 3, 1.7, 1.7, 1.4, 2.1, "bigscience-prequel-82x13312"),
+        ((70, 14336, 128, 0, 57344), 1, 0.3, -0.3, -0.3, -0.3, "bigscience-prequel-70x14336"),
+        ((80, 14400, 96, 0, 57600), 4, 1.9, 1.8, -0.2, 3.6, "bigscience-prequel-80x14400"),
+        ((82, 13312, 64, 0, 53248), 3, 1.9, 1.9, 1.8, 2.0, "bigscience-prequel-82x13312"),
         ((82, 13312, 104, 0, 53248), 1, 12.9, -12.9, -12.9, -12.9, "bigscience-prequel-82x13312"),
         ((82, 13312, 128, 0, 53248), 1, 0.2, 0.2, 0.2, 0.2, "bigscience-prequel-82x13312"),
         ((94, 13312, 128, 0, 53248), 1, 0.0, 0.0, 0.0, 0.0, "bigscience-prequel-94x13312"),
-        ((96, 12288, 96, 0, 49152), 3, 15.2, -15.2, -19.7, -11.1, "gpt3-175b"),
-        ((100, 12288, 64, 0, 49152), 2, 3.6, -3.6, -7.2, 0.0, "bigscience-prequel-100x12288"),
-        ((105, 20480, 128, 0, 81920), 6, 16.7, -16.7, -40.2, -0.6, "megatron-529.6b"),
-        ((106, 12288, 64, 0, 49152), 1, 2.9, 2.9, 2.9, 2.9, "bigscience-prequel-106x12288"),
+        ((96, 12288, 96, 0, 49152), 3, 15.4, -15.4, -19.8, -11.3, "gpt3-175b"),
+        ((100, 12288, 64, 0, 49152), 2, 3.7, -3.1, -6.8, 0.6, "bigscience-prequel-100x12288"),
+        ((105, 20480, 128, 0, 81920), 6, 17.0, -17.0, -40.4, -0.8, "megatron-529.6b"),
+        ((106, 12288, 64, 0, 49152), 1, 2.8, 2.8, 2.8, 2.8, "bigscience-prequel-106x12288"),
         ((106, 12288, 96, 0, 49152), 2, 1.4, 1.4, 0.7, 2.2, "bigscience-prequel-106x12288"),
-        ((106, 12288, 128, 0, 49152), 1, 1.2, 1.2, 1.2, 1.2, "bigscience-prequel-106x12288"),
+        ((106, 12288, 128, 0, 49152), 1, 1.3, 1.3, 1.3, 1.3, "bigscience-prequel-106x12288"),
     ),
     "fsdp-style": (
-        ((12, 768, 12, 0, 3072), 2, 2.5, 1.6, -0.9, 4.1, "mpt-125m"),
-        ((24, 1024, 16, 0, 4096), 2, 6.1, 6.1, 3.5, 8.7, "mpt-350m"),
-        ((24, 1536, 12, 0, 6144), 3, 3.6, 3.6, 1.7, 7.1, "mpt-760m"),
-        ((24, 2048, 16, 0, 8192), 6, 3.3, 0.1, -9.8, 5.6, "mpt-1b"),
-        ((32, 2560, 20, 0, 10240), 7, 5.2, -2.9, -17.3, 5.2, "mpt-3b"),
-        ((32, 4096, 32, 0, 14336), 16, 7.0, -4.5, -25.3, 6.3, "llama3-8b / llama3.1-8b"),
-        ((32, 4096, 32, 0, 16384), 7, 6.7, -3.2, -19.4, 4.5, "mpt-7b"),
-        ((40, 5120, 40, 0, 20480), 6, 5.0, -1.8, -12.7, 5.2, "mpt-13b"),
-        ((48, 7168, 56, 0, 28672), 3, 2.1, 1.3, -1.1, 3.6, "mpt-30b"),
-        ((80, 8192, 64, 0, 28672), 6, 3.8, -3.7, -7.8, 0.3, "llama3-70b / llama3.1-70b"),
-        ((80, 8192, 64, 0, 32768), 5, 6.9, -6.9, -13.1, -3.0, "mpt-70b"),
+        ((12, 768, 12, 0, 3072), 2, 5.0, 5.0, 2.3, 7.7, "mpt-125m"),
+        ((24, 1024, 16, 0, 4096), 2, 9.9, 9.9, 7.1, 12.7, "mpt-350m"),
+        ((24, 1536, 12, 0, 6144), 3, 6.1, 6.1, 3.8, 10.1, "mpt-760m"),
+        ((24, 2048, 16, 0, 8192), 6, 4.3, 1.5, -8.3, 7.9, "mpt-1b"),
+        ((32, 2560, 20, 0, 10240), 7, 4.7, -1.9, -16.3, 7.1, "mpt-3b"),
+        ((32, 4096, 32, 0, 14336), 16, 6.7, -4.4, -26.6, 6.3, "llama3-8b / llama3.1-8b"),
+        ((32, 4096, 32, 0, 16384), 7, 6.9, -2.7, -19.1, 5.5, "mpt-7b"),
+        ((40, 5120, 40, 0, 20480), 6, 4.8, -1.9, -12.7, 5.8, "mpt-13b"),
+        ((48, 7168, 56, 0, 28672), 3, 2.3, 1.3, -1.5, 3.7, "mpt-30b"),
+        ((80, 8192, 64, 0, 28672), 6, 3.6, -3.2, -7.3, 1.0, "llama3-70b / llama3.1-70b"),
+        ((80, 8192, 64, 0, 32768), 5, 7.2, -7.2, -13.6, -3.0, "mpt-70b"),
     ),
     "megatron-style": (
-        ((2, 6144, 48, 8, 32768), 2, 1.9, -1.0, -2.9, 0.9, "grok1-314b-proxy-2l"),
-        ((4, 6144, 48, 8, 32768), 4, 2.2, -1.3, -3.9, 2.0, "grok1-314b-proxy-4l"),
-        ((7, 16384, 128, 0, 53248), 2, 2.4, -0.3, -2.7, 2.1, "llama3.1-405b-proxy-7l"),
-        ((8, 6144, 48, 8, 32768), 2, 3.7, -3.7, -4.3, -3.1, "grok1-314b-proxy-8l"),
-        ((16, 6144, 48, 8, 32768), 2, 1.8, 0.3, -1.4, 2.1, "grok1-314b-proxy-16l"),
-        ((21, 16384, 128, 0, 53248), 2, 2.6, 1.1, -1.5, 3.7, "llama3.1-405b-proxy-21l"),
-        ((24, 2304, 24, 0, 9216), 1, 5.0, -5.0, -5.0, -5.0, "megatron-1.7b"),
-        ((30, 3072, 32, 0, 12288), 1, 2.1, -2.1, -2.1, -2.1, "megatron-3.6b"),
-        ((32, 4096, 32, 0, 14336), 5, 6.3, 6.3, 3.1, 10.2, "llama3-8b / llama3.1-8b"),
-        ((32, 6144, 48, 0, 24576), 5, 2.6, -2.6, -3.9, -0.8, "nemotron4-15b"),
-        ((36, 4096, 32, 0, 16384), 1, 4.6, 4.6, 4.6, 4.6, "megatron-7.5b"),
-        ((40, 6144, 48, 0, 24576), 1, 4.0, 4.0, 4.0, 4.0, "megatron-18.4b"),
-        ((48, 2048, 32, 128, 768), 8, 6.8, -4.6, -11.9, 7.6, "qwen3-30b-a3b"),
-        ((48, 6144, 64, 0, 24576), 2, 1.3, -1.2, -2.5, 0.1, "korthikanti-22b"),
-        ((48, 8192, 64, 0, 32768), 1, 3.1, 3.1, 3.1, 3.1, "megatron-39.1b"),
-        ((60, 10240, 80, 0, 40960), 1, 5.3, -5.3, -5.3, -5.3, "megatron-76.1b"),
-        ((64, 6144, 48, 8, 32768), 4, 2.0, -1.4, -3.5, 1.1, "grok1-314b"),
-        ((80, 8192, 64, 0, 28672), 9, 4.1, 0.1, -9.9, 5.6, "llama3-70b / llama3.1-70b"),
-        ((80, 12288, 96, 0, 49152), 1, 1.9, -1.9, -1.9, -1.9, "megatron-145.6b"),
-        ((94, 4096, 64, 128, 1536), 5, 5.5, -5.5, -8.7, -1.8, "qwen3-235b-a22b"),
-        ((96, 12288, 96, 0, 49152), 25, 3.1, 2.1, -4.9, 11.3, "gpt3-175b"),
-        ((96, 16384, 128, 0, 65536), 1, 2.5, -2.5, -2.5, -2.5, "megatron-310.1b"),
-        ((96, 18432, 96, 0, 73728), 4, 1.7, -1.7, -2.8, -0.4, "nemotron4-340b"),
-        ((105, 20480, 128, 0, 81920), 7, 1.9, 1.7, -0.4, 4.0, "megatron-529.6b"),
-        ((126, 16384, 128, 0, 53248), 8, 4.0, -1.3, -10.2, 6.1, "llama3.1-405b"),
-        ((128, 25600, 160, 0, 102400), 3, 5.8, 5.8, 4.2, 7.1, "megatron-1t"),
+        ((2, 6144, 48, 8, 32768), 2, 1.9, -1.2, -3.1, 0.7, "grok1-314b-proxy-2l"),
+        ((4, 6144, 48, 8, 32768), 4, 2.3, -1.3, -3.9, 2.0, "grok1-314b-proxy-4l"),
+        ((7, 16384, 128, 0, 53248), 2, 2.4, -0.4, -2.8, 2.0, "llama3.1-405b-proxy-7l"),
+        ((8, 6144, 48, 8, 32768), 2, 3.7, -3.7, -4.3, -3.0, "grok1-314b-proxy-8l"),
+        ((16, 6144, 48, 8, 32768), 2, 1.8, 0.4, -1.4, 2.2, "grok1-314b-proxy-16l"),
+        ((21, 16384, 128, 0, 53248), 2, 2.7, 1.0, -1.7, 3.6, "llama3.1-405b-proxy-21l"),
+        ((24, 2304, 24, 0, 9216), 1, 3.4, -3.4, -3.4, -3.4, "megatron-1.7b"),
+        ((30, 3072, 32, 0, 12288), 1, 2.4, -2.4, -2.4, -2.4, "megatron-3.6b"),
+        ((32, 4096, 32, 0, 14336), 5, 6.5, 6.5, 3.3, 10.3, "llama3-8b / llama3.1-8b"),
+        ((32, 6144, 48, 0, 24576), 5, 1.5, -1.2, -2.5, 0.7, "nemotron4-15b"),
+        ((36, 4096, 32, 0, 16384), 1, 1.8, 1.8, 1.8, 1.8, "megatron-7.5b"),
+        ((40, 6144, 48, 0, 24576), 1, 1.2, 1.2, 1.2, 1.2, "megatron-18.4b"),
+        ((48, 2048, 32, 128, 768), 8, 6.5, -3.9, -10.3, 7.6, "qwen3-30b-a3b"),
+        ((48, 6144, 64, 0, 24576), 2, 1.4, 0.8, -0.6, 2.1, "korthikanti-22b"),
+        ((48, 8192, 64, 0, 32768), 1, 4.9, 4.9, 4.9, 4.9, "megatron-39.1b"),
+        ((60, 10240, 80, 0, 40960), 1, 4.1, -4.1, -4.1, -4.1, "megatron-76.1b"),
+        ((64, 6144, 48, 8, 32768), 4, 2.0, -1.4, -3.5, 1.2, "grok1-314b"),
+        ((80, 8192, 64, 0, 28672), 9, 4.1, 0.1, -9.8, 5.5, "llama3-70b / llama3.1-70b"),
+        ((80, 12288, 96, 0, 49152), 1, 1.0, -1.0, -1.0, -1.0, "megatron-145.6b"),
+        ((94, 4096, 64, 128, 1536), 5, 5.1, -5.1, -8.3, -1.3, "qwen3-235b-a22b"),
+        ((96, 12288, 96, 0, 49152), 25, 2.9, 2.0, -5.1, 11.1, "gpt3-175b"),
+        ((96, 16384, 128, 0, 65536), 1, 2.0, -2.0, -2.0, -2.0, "megatron-310.1b"),
+        ((96, 18432, 96, 0, 73728), 4, 2.0, -2.0, -3.2, -0.8, "nemotron4-340b"),
+        ((105, 20480, 128, 0, 81920), 7, 1.9, 1.8, -0.4, 4.1, "megatron-529.6b"),
+        ((126, 16384, 128, 0, 53248), 8, 4.0, -1.3, -10.1, 6.1, "llama3.1-405b"),
+        ((128, 25600, 160, 0, 102400), 3, 5.7, 5.7, 4.0, 7.0, "megatron-1t"),
     ),
 }
 VALIDATED_BY_MODEL: dict[tuple[str, Architecture], ModelAccuracy] = {

@@ -279,12 +279,12 @@ __all__ = [
 # (layer_host_s above): fitted by `commest validate` on its declared training family
 # "bloom_sweep" (BigScience's February 2022 benchmark sweep); a test checks it equals what the
 # report fits today.
-DEEPSPEED_LAYER_HOST_S = 0.007327
+DEEPSPEED_LAYER_HOST_S = 0.007195
 # Host time of one eager Megatron-Core MoE layer, forward and backward, per micro-batch
 # (moe_layer_host_s above): fitted by `commest validate` on its declared training family
 # "moe_eager_host" (the eager MoE runs, no CUDA graphs; Qwen3-30B-A3B's inform it: Megatron-LM's
 # BF16 recipe and Megatron-Bridge's FP8 runs); a test checks it equals what the report fits today.
-MEGATRON_MOE_LAYER_HOST_S = 0.008241
+MEGATRON_MOE_LAYER_HOST_S = 0.008247
 # Of a layer's host time (moe_layer_host_s, layer_host_s), the forward pass's share (a full replay
 # issues it again): a third, as its GEMMs are (the backward issues the input- and weight-gradient
 # GEMMs).

@@ -495,6 +495,11 @@ _FLAG_MAP: dict[str, tuple[str, ...]] = {
     "overlap_param_gather": ("overlap_param_gather",),
     "overlap_param_gather_with_optimizer_step": ("overlap_param_gather",),
     "overlap_p2p_comm": ("overlap_p2p",),
+    # Megatron-LM's ``--DDP-impl torch``: PyTorch DDP's bucket hooks all-reduce the gradients
+    # during the last micro-batch's backward pass (the others run under ``no_sync``), where
+    # ``local`` all-reduces them after the schedule (Megatron-LM de7dc40, the SC21 scripts'
+    # commit: training.py train_step, schedules.py forward_backward_no_pipelining).
+    "ddp_impl_torch": ("overlap_grad_reduce",),
     "pp_scatter_gather": ("pp_scatter_gather",),
     "fsdp2_prefetch": ("fsdp_prefetch",),
     "torch_compile": ("fused_elementwise",),

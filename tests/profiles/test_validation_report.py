@@ -169,9 +169,10 @@ SC21_T2_ZERO3_175B_MAX_PCT = 20.0
 # SC21, all 22 rows: issue 11's per-family target 8 %; 6.77 % (10.3 % before the DeepSpeed
 # presets' compute speed and the ZeRO-3 rank loop, 7.69 % before the per-rank copy launches,
 # 6.44 % before misaligned attention heads were priced on CUDA cores); 8.14 % since that compute
-# speed gave way to a host time per layer and micro-batch (the six ZeRO-3 rows, see above):
-# the target is missed.
-SC21_ALL_MEAN_PCT = 8.2
+# speed gave way to a host time per layer and micro-batch (the six ZeRO-3 rows, see above);
+# 7.89 % since the four p = 1 rows of Table 1 run PyTorch DDP as the authors' script sets it
+# (--DDP-impl torch: the gradient all-reduce overlaps the last backward pass): the target is met.
+SC21_ALL_MEAN_PCT = 8.0
 # torchtitan H100 benchmarks (Grand Teton H100s, op-level SAC, forward-only async TP, float8
 # TP, the hosts' peak fitted on the FSDP-only runs): mean. 6.40 % -> 6.75 % since full recompute
 # stops before FC2 and its output's TP collective (recompute_early_stop, what torchtitan ran).
@@ -180,8 +181,11 @@ TORCHTITAN_MEAN_PCT = 6.9
 # benchmark script ran it): mean. 5.1 % -> 4.6 % since full recompute stops before FC2 on
 # PyTorch 2.1 (recompute_early_stop); 4.64 % -> 4.94 % since the FFN-width activations are
 # counted at each model's width (MPT's 4h GeLU is unchanged, but the refit γ fell 2.09 -> 1.94
-# with the SwiGLU rows of the H100 fit, so these rows, most too fast, run faster still).
-LLMFOUNDRY_MEAN_PCT = 5.0
+# with the SwiGLU rows of the H100 fit, so these rows, most too fast, run faster still);
+# 5.53 % since SC21 Table 1's p = 1 rows overlap their gradient all-reduce (--DDP-impl torch):
+# the refit x0 rose 670 -> 842 elements and u (A100) 0.770 -> 0.780, so MPT's narrow models
+# (125M-760M, h 768-1536) run slower and their rows, already too slow, more so.
+LLMFOUNDRY_MEAN_PCT = 5.6
 # DGX Cloud Grok-1 314B MoE rows (dispatcher TP gather/scatter, FlashAttention 2, attention-only
 # userbuffers budget, activations per routed copy): mean. 8.17 % -> 8.91 % since expert groups
 # follow Megatron-Core's expert grid (tp-ep-dp-pp, from 0.10, the rows' NeMo 24.12): under CP 2
@@ -275,8 +279,9 @@ MEMORY_MEAN_PCT = 20.0
 # target 8 %; 6.32 % today (15.6 % before that constant; 4.27 % before misaligned attention heads
 # were priced on CUDA cores: the sweep's four head-dim-150 rows no longer pull the fitted speed
 # down, so these runs, predicted too fast, are predicted faster still); 2.39 % since the sweep
-# fits a host time per layer and micro-batch instead of a compute speed (-0.6 to -4.7 %).
-MTNLG_MEAN_PCT = 2.5
+# fits a host time per layer and micro-batch instead of a compute speed (-0.6 to -4.7 %); 2.54 %
+# since SC21 Table 1's p = 1 rows run PyTorch DDP (the refit host time 7.33 -> 7.20 ms).
+MTNLG_MEAN_PCT = 2.6
 # BigScience BLOOM (production rows and the scored prequel sweep): issue 11's per-family target
 # 8 %; 6.59 % today (10.49 % before attention's batched GEMMs ran on CUDA cores for the sweep's
 # head dim 150: 300-byte rows, not 16-byte aligned); 3.32 % since the DeepSpeed presets carry a
@@ -433,14 +438,15 @@ def test_deepspeed_layer_host_time_is_fitted_on_the_bloom_sweep_and_predicts_the
     assert bloom.mean_abs_error_pct <= BLOOM_MEAN_PCT
 
 
-def test_every_source_family_but_sc21_meets_issue_11s_target(report: ValidationReport) -> None:
-    # Issue 11: every source family <= 8 % out of sample. SC21 misses (its DeepSpeed ZeRO-3 rows,
-    # SC21_ALL_MEAN_PCT); the others meet it, Megatron-LM's MoE recipe index since its run is
-    # predicted by a host time fitted on another source's runs.
+def test_every_source_family_meets_issue_11s_target(report: ValidationReport) -> None:
+    # Issue 11: every source family <= 8 % out of sample. SC21 meets it since its Table 1 rows run
+    # the DDP its authors' script sets (SC21_ALL_MEAN_PCT; its six DeepSpeed ZeRO-3 rows still
+    # hold most of its error), Megatron-LM's MoE recipe index since its run is predicted by a host
+    # time fitted on another source's runs.
     sources = {r.source for r in report.rows}
     assert len(sources) == 12  # of the 14 in published_runs.csv, two have no scored row
     misses = {s for s in sources if report.by_source[s].mean_abs_error_pct > 8.0}
-    assert misses == {"narayanan2021_sc21"}
+    assert misses == set()
 
 
 def test_moe_host_time_is_fitted_on_the_eager_runs_each_source_predicted_from_the_others(
