@@ -622,6 +622,20 @@ def test_llm_foundry_rows_run_the_attention_kernel_of_their_benchmark_script(
     assert all(k == "triton" for i, k in kernels.items() if i not in fa2)
 
 
+def test_sc21_table1_rows_run_the_ddp_their_script_sets(runs: list[PublishedRun]) -> None:
+    # examples/sc21/run_table_1.sh: DDP=torch for the four rows without a pipeline (PyTorch DDP
+    # all-reduces during the last backward pass), local for the pipelined six (after it).
+    assert framework_for(
+        {"framework": "megatron-lm", "year": "2021", "overlap_flags": "ddp_impl_torch"}
+    ) == framework_preset("megatron-lm-2021").replace(overlap_grad_reduce=True)
+    table1 = [r for r in runs if r.id.startswith("sc21_t1_")]
+    assert len(table1) == 10
+    overlapped = {r.id for r in table1 if r.scenario_inputs[1].software.overlap_grad_reduce}
+    assert overlapped == {"sc21_t1_1.7b", "sc21_t1_3.6b", "sc21_t1_7.5b", "sc21_t1_18.4b"}
+    assert all(r.scenario_inputs[2].pipeline == 1 for r in table1 if r.id in overlapped)
+    assert all(r.scenario_inputs[2].pipeline > 1 for r in table1 if r.id not in overlapped)
+
+
 def test_llm_foundry_rows_carry_their_fsdp_settings(runs: list[PublishedRun]) -> None:
     # Composer's MP mode DEFAULT reduces gradients in fp32 (mosaic_fsdp_utils.get_mixed_precision),
     # PURE in bf16; the Large Scale table's sweep.py @ 5e85bd62d sets BACKWARD_PRE, the other
